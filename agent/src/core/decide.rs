@@ -1,0 +1,156 @@
+//! Checking and applying a policy's decisions.
+
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::ROption, Clocks, Decision, DecisionNe, TaskKey, TaskState,
+};
+
+use super::{Action, Core, Placement};
+
+impl Core {
+    /// Applies one decision, or says why it is invalid (nothing changes then).
+    pub(super) fn apply(&mut self, decision: DecisionNe, actions: &mut Vec<Action>) -> Result<(), String> {
+        let decision = decision
+            .into_enum()
+            .map_err(|_| "returned a kind of decision this agent does not know".to_string())?;
+        match decision {
+            Decision::Assign { task, devices, position, clocks } => {
+                let placement = self.placement(task, &devices, clocks)?;
+                let position = position.into_option();
+                if let Some(p) = position {
+                    if devices.len() > 1 {
+                        return Err(format!("assigned gang task {} at position {p}: gang tasks join the end of their queues", self.id(task)));
+                    }
+                    let len = self.slots[devices[0] as usize].live_queue().len();
+                    if p as usize > len {
+                        return Err(format!("assigned task {} at position {p} of device {}, whose queue holds {len}", self.id(task), devices[0]));
+                    }
+                }
+                self.take_pending(task);
+                self.tasks[task as usize].state = TaskState::Queued;
+                self.enqueue(task, placement, position.map(|p| p as usize));
+                Ok(())
+            }
+            Decision::Start { task, devices, clocks } => {
+                let placement = self.placement(task, &devices, clocks)?;
+                if let Some(&busy) = devices.iter().find(|&&d| {
+                    let slot = &self.slots[d as usize];
+                    slot.running.is_some() || !slot.live_queue().is_empty()
+                }) {
+                    return Err(format!("started task {} on device {busy}, which is not idle with an empty queue", self.id(task)));
+                }
+                self.take_pending(task);
+                for &d in &devices {
+                    let slot = &mut self.slots[d as usize];
+                    slot.projected_free = self.now + placement.runtime;
+                }
+                self.start(task, placement, actions);
+                Ok(())
+            }
+            Decision::Reject { task, reason } => {
+                self.check_pending(task)?;
+                self.take_pending(task);
+                self.tasks[task as usize].state = TaskState::Rejected;
+                self.unfinished -= 1;
+                actions.push(Action::Reject { task, reason: reason.into_string() });
+                Ok(())
+            }
+            Decision::WakeAt { time } => {
+                if !time.is_finite() {
+                    return Err(format!("asked to wake at {time}"));
+                }
+                actions.push(Action::WakeAt { time: time.max(self.now) });
+                Ok(())
+            }
+            Decision::MigLayout { gpu, layout } => Err(format!(
+                "asked for MIG layout {layout:?} on GPU {gpu}: this agent does not manage MIG layouts yet"
+            )),
+            other => Err(format!("returned a decision this agent cannot apply: {other:?}")),
+        }
+    }
+
+    fn id(&self, task: TaskKey) -> &str {
+        self.tasks.get(task as usize).map_or("<unknown>", |t| t.id.as_str())
+    }
+
+    fn check_pending(&self, task: TaskKey) -> Result<(), String> {
+        match self.tasks.get(task as usize) {
+            None => Err(format!("decided about task key {task}, which does not exist")),
+            Some(t) if t.state != TaskState::Pending => {
+                Err(format!("decided about task {}, which is {:?}, not pending", t.id, t.state))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Checks a placement of pending `task` on `devices` at `clocks`.
+    fn placement(&self, task: TaskKey, devices: &[u32], clocks: ROption<Clocks>) -> Result<Placement, String> {
+        self.check_pending(task)?;
+        let t = &self.tasks[task as usize];
+        if devices.len() != t.gpus as usize {
+            return Err(format!("placed task {} on {} device(s); it needs {}", t.id, devices.len(), t.gpus));
+        }
+        let clocks = clocks.into_option().unwrap_or(Clocks::DEFAULT);
+        let views = self.device_views();
+        let mut runtime: f64 = 0.0;
+        for (i, &d) in devices.iter().enumerate() {
+            let Some(view) = views.get(d as usize) else {
+                return Err(format!("placed task {} on device {d}, which does not exist", t.id));
+            };
+            if devices[..i].contains(&d) {
+                return Err(format!("placed task {} twice on device {d}", t.id));
+            }
+            if !t.fits(view) {
+                return Err(format!("placed task {} on device {d}, which cannot hold it", t.id));
+            }
+            let model = self.slots[d as usize].spec.model;
+            let (lo, hi) = (model.core_min_mhz as f64 / model.core_default_mhz as f64, model.core_max_mhz as f64 / model.core_default_mhz as f64);
+            let (mlo, mhi) = (model.mem_min_mhz as f64 / model.mem_default_mhz as f64, model.mem_max_mhz as f64 / model.mem_default_mhz as f64);
+            if !(lo..=hi).contains(&clocks.core) || !(mlo..=mhi).contains(&clocks.mem) {
+                return Err(format!(
+                    "asked for clocks core {} mem {} on device {d} ({}), outside core {lo:.3}..{hi:.3} mem {mlo:.3}..{mhi:.3}",
+                    clocks.core, clocks.mem, model.name
+                ));
+            }
+            runtime = runtime.max(t.runtime_on(view));
+        }
+        Ok(Placement { devices: devices.to_vec(), clocks, runtime: runtime * t.app.time_factor(clocks) })
+    }
+
+    fn take_pending(&mut self, task: TaskKey) {
+        // Tasks usually leave from the back (just arrived) or the front (oldest).
+        let at = self.pending.iter().rposition(|&k| k == task).expect("task is pending");
+        self.pending.remove(at);
+    }
+
+    fn enqueue(&mut self, task: TaskKey, placement: Placement, position: Option<usize>) {
+        let devices = placement.devices.clone();
+        match position {
+            Some(p) => {
+                let slot = &mut self.slots[devices[0] as usize];
+                let at = slot.head + p;
+                if at < slot.queue.len() {
+                    self.projection_stale = true;
+                }
+                slot.queue.insert(at, task);
+                if !self.projection_stale {
+                    slot.projected_free = slot.projected_free.max(self.now) + placement.runtime;
+                }
+            }
+            None => {
+                if !self.projection_stale {
+                    let start = devices.iter().map(|&d| self.slots[d as usize].projected_free).fold(self.now, f64::max);
+                    for &d in &devices {
+                        self.slots[d as usize].projected_free = start + placement.runtime;
+                    }
+                }
+                for &d in &devices {
+                    self.slots[d as usize].queue.push(task);
+                }
+            }
+        }
+        for &d in &devices {
+            self.touch(d);
+        }
+        self.placements[task as usize] = Some(placement);
+    }
+}

@@ -1,0 +1,12 @@
+//! gpu-agent: a node-level GPU agent.
+//!
+//! - [`model`]: what users write by hand (hosts, traces, DVFS profiles) and the
+//!   GPU catalogue;
+//! - [`core`]: the sans-IO scheduler core;
+//! - [`plugins`]: loading policy plugins;
+//! - [`sim`]: the offline simulator that replays traces through the core.
+
+pub mod core;
+pub mod model;
+pub mod plugins;
+pub mod sim;

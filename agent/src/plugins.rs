@@ -1,0 +1,173 @@
+//! Loading policy plugins and instantiating policies.
+//!
+//! Every `.so` in a directory is loaded on its own with
+//! `lib_header_from_path(..).init_root_module()`; a file that cannot be opened,
+//! is not a gpu-agent plugin, or was built against another ABI is reported with
+//! its path and reason and skipped.
+
+use std::path::{Path, PathBuf};
+
+use abi_stable::library::lib_header_from_path;
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::RSlice, guard, Param, PolicyBox, PolicyModRef, ABI_VERSION,
+};
+use gpu_agent_policy_fifo::Fifo;
+
+/// Errors from finding, loading and instantiating policies.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The plugin directory cannot be listed.
+    #[error("cannot read plugin directory {dir}: {source}")]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A plugin file cannot be used.
+    #[error("{path}: {reason}")]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// No loaded plugin has this name.
+    #[error("unknown policy {name:?}; available: {available}")]
+    UnknownPolicy {
+        /// The name asked for.
+        name: String,
+        /// Loaded policy names, comma-separated.
+        available: String,
+    },
+    /// The policy refused its parameters or failed to start.
+    #[error("policy {policy}: {reason}")]
+    Instantiate {
+        /// The policy.
+        policy: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A running policy object and the name it was selected by.
+pub struct PolicyInstance {
+    /// Policy name.
+    pub name: String,
+    /// The policy object.
+    pub policy: PolicyBox,
+}
+
+/// The built-in FIFO order the core falls back to when a policy fails.
+pub fn builtin_fifo() -> PolicyInstance {
+    PolicyInstance { name: "fifo (built-in fallback)".into(), policy: guard(Fifo) }
+}
+
+/// One loaded policy plugin.
+#[derive(Clone, Copy)]
+pub struct Plugin {
+    module: PolicyModRef,
+}
+
+impl Plugin {
+    /// Loads and checks one plugin file.
+    pub fn load(path: &Path) -> Result<Plugin, PluginError> {
+        let fail = |reason: String| PluginError::Load { path: path.to_owned(), reason };
+        let header = lib_header_from_path(path).map_err(|e| fail(first_line(&e.to_string())))?;
+        let module = header.init_root_module::<PolicyModRef>().map_err(|e| fail(first_line(&e.to_string())))?;
+        let version = module.abi_version();
+        if version.as_str() != ABI_VERSION {
+            return Err(fail(format!("built for policy ABI {version:?}; this agent speaks {ABI_VERSION:?}")));
+        }
+        Ok(Plugin { module })
+    }
+
+    /// A plugin linked into this binary (no file involved).
+    pub fn from_module(module: PolicyModRef) -> Plugin {
+        Plugin { module }
+    }
+
+    /// Policy name.
+    pub fn name(&self) -> &'static str {
+        self.module.name().as_str()
+    }
+
+    /// One-line description.
+    pub fn description(&self) -> &'static str {
+        self.module.description().as_str()
+    }
+
+    /// Names of the parameters it takes.
+    pub fn parameter_names(&self) -> impl Iterator<Item = &'static str> {
+        self.module.parameters().as_slice().iter().map(|p| p.key.as_str())
+    }
+
+    /// Builds a policy object; every key in `params` must be one it takes.
+    pub fn instantiate(&self, params: &[(String, String)]) -> Result<PolicyInstance, PluginError> {
+        let fail = |reason: String| PluginError::Instantiate { policy: self.name().into(), reason };
+        if let Some((key, _)) = params.iter().find(|(k, _)| !self.parameter_names().any(|p| p == k)) {
+            let takes: Vec<_> = self.parameter_names().collect();
+            let takes = if takes.is_empty() { "none".to_string() } else { takes.join(", ") };
+            return Err(fail(format!("unknown parameter {key:?} (it takes: {takes})")));
+        }
+        let params: Vec<Param> =
+            params.iter().map(|(k, v)| Param { key: k.as_str().into(), value: v.as_str().into() }).collect();
+        let policy = (self.module.new())(RSlice::from_slice(&params)).into_result().map_err(|e| fail(e.into_string()))?;
+        Ok(PolicyInstance { name: self.name().into(), policy })
+    }
+}
+
+/// The error's headline: abi_stable's layout reports run to pages.
+fn first_line(text: &str) -> String {
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("unknown error").to_string()
+}
+
+/// The plugins found in a directory, and the files that failed.
+pub struct Registry {
+    /// Usable plugins, by file name order; names are unique.
+    pub plugins: Vec<Plugin>,
+    /// Files that were skipped, with why.
+    pub failures: Vec<PluginError>,
+}
+
+impl Registry {
+    /// Loads every `*.so` in `dir`, in file name order.
+    pub fn load_dir(dir: &Path) -> Result<Registry, PluginError> {
+        let dir_error = |source| PluginError::Directory { dir: dir.to_owned(), source };
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(dir_error)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(dir_error)?;
+        files.retain(|p| p.extension().is_some_and(|e| e == "so"));
+        files.sort();
+        let mut registry = Registry { plugins: Vec::new(), failures: Vec::new() };
+        for path in files {
+            match Plugin::load(&path) {
+                Ok(plugin) if registry.get(plugin.name()).is_some() => registry.failures.push(PluginError::Load {
+                    path,
+                    reason: format!("policy {:?} is already provided by an earlier file", plugin.name()),
+                }),
+                Ok(plugin) => registry.plugins.push(plugin),
+                Err(e) => registry.failures.push(e),
+            }
+        }
+        Ok(registry)
+    }
+
+    /// The plugin providing policy `name`.
+    pub fn get(&self, name: &str) -> Option<&Plugin> {
+        self.plugins.iter().find(|p| p.name() == name)
+    }
+
+    /// The plugin providing policy `name`, or an error listing the available ones.
+    pub fn find(&self, name: &str) -> Result<&Plugin, PluginError> {
+        self.get(name).ok_or_else(|| PluginError::UnknownPolicy {
+            name: name.into(),
+            available: {
+                let names: Vec<_> = self.plugins.iter().map(|p| p.name()).collect();
+                if names.is_empty() { "none (no plugins loaded)".into() } else { names.join(", ") }
+            },
+        })
+    }
+}

@@ -1,0 +1,510 @@
+//! The ABI-stable boundary between gpu-agent and its scheduling-policy plugins.
+//!
+//! A policy plugin is a `cdylib` that exports one root module, [`PolicyModRef`].
+//! The agent hands the policy a borrowed [`View`] of its queues and devices plus
+//! an [`Event`], and the policy answers with [`Decision`]s. Nothing here does I/O,
+//! reads a clock or allocates per task: the view borrows the scheduler core's own
+//! tables.
+//!
+//! Plugin authors implement [`PolicyImpl`], a plain Rust trait, and export it with
+//! [`export_policy!`]; [`guard`] turns any panic inside the policy into an error
+//! at the boundary so that the agent can fall back to FIFO order.
+//!
+//! Evolution: [`Event`] and [`Decision`] are non-exhaustive across the ABI, so new
+//! kinds of events and decisions can be added without breaking old plugins (an
+//! unknown event is ignored by [`guard`]; an unknown decision is reported by the
+//! agent as a policy fault). Anything else that changes the layout bumps the
+//! crate's minor version, which abi_stable refuses at load time.
+
+// abi_stable 0.11's derives put impls inside constants.
+#![allow(non_local_definitions)]
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use abi_stable::{
+    declare_root_module_statics,
+    library::RootModule,
+    nonexhaustive_enum::NonExhaustive,
+    package_version_strings, sabi_trait,
+    sabi_types::VersionStrings,
+    std_types::{RBox, RErr, ROk, ROption, RResult, RSlice, RStr, RString, RVec},
+    StableAbi,
+};
+
+pub use abi_stable;
+
+/// The boundary's own version, checked by the agent at load time in addition to
+/// abi_stable's layout and crate-version checks.
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/1";
+
+/// A task key: the task's index in [`View::tasks`], stable for the life of the core.
+pub type TaskKey = u64;
+
+/// Clocks normalised to the device's default clocks (1.0 = default; formats.md §6).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
+pub struct Clocks {
+    /// Core clock, fc.
+    pub core: f64,
+    /// Memory clock, fm.
+    pub mem: f64,
+}
+
+impl Clocks {
+    /// The device's default clocks.
+    pub const DEFAULT: Clocks = Clocks { core: 1.0, mem: 1.0 };
+}
+
+/// Power coefficients of the DVFS model: P = p0 + gamma*fm + c*V^2*fc (watts).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
+pub struct PowerModel {
+    /// Frequency-independent power (W).
+    pub p0: f64,
+    /// W per unit of normalised memory clock.
+    pub gamma: f64,
+    /// W coefficient of V^2 * fc.
+    pub c: f64,
+}
+
+/// A task's DVFS application profile (formats.md §6).
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct AppModel {
+    /// Profile name (`default` is built in).
+    pub name: RString,
+    /// Share of the scalable time that follows the core clock.
+    pub delta: f64,
+    /// Scalable part of the time.
+    pub d: f64,
+    /// Clock-independent part of the time.
+    pub t0: f64,
+    /// Measured power coefficients; `None` derives them from the device (`default`).
+    pub power: ROption<PowerModel>,
+}
+
+impl AppModel {
+    /// Run time at `clocks` as a multiple of the run time at default clocks.
+    pub fn time_factor(&self, clocks: Clocks) -> f64 {
+        let scalable = self.d * (self.delta / clocks.core + (1.0 - self.delta) / clocks.mem);
+        (scalable + self.t0) / (self.d + self.t0)
+    }
+}
+
+/// Where a task is in its life, as far as policies are concerned.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// In the central pending queue, waiting for a decision.
+    Pending,
+    /// In one or more devices' local queues.
+    Queued,
+    /// Running on its devices.
+    Running,
+    /// Finished, failed or cancelled: gone from every queue.
+    Done,
+    /// Refused: no device could ever hold it.
+    Rejected,
+}
+
+/// One task as the scheduler core holds it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct Task {
+    /// This task's key (its index in [`View::tasks`]).
+    pub key: TaskKey,
+    /// The id the user gave it.
+    pub id: RString,
+    /// Earliest start, seconds.
+    pub arrival: f64,
+    /// Work units; a device of speed v runs it in workload / v seconds.
+    pub workload: f64,
+    /// Memory needed on each of its devices (GB).
+    pub mem_gb: f64,
+    /// Absolute deadline, seconds.
+    pub deadline: f64,
+    /// Priority weight.
+    pub weight: f64,
+    /// Devices it needs at once (gang).
+    pub gpus: u32,
+    /// Run time per device at default clocks (unrelated machines); empty when the
+    /// run time is workload / speed. `f64::INFINITY` marks a device it cannot use.
+    pub runtimes: RVec<f64>,
+    /// DVFS application profile.
+    pub app: AppModel,
+    /// Where it is now.
+    pub state: TaskState,
+}
+
+impl Task {
+    /// Run time on `device` at default clocks (`INFINITY` where it cannot run).
+    pub fn runtime_on(&self, device: &Device<'_>) -> f64 {
+        match self.runtimes.get(device.index as usize) {
+            Some(&r) => r,
+            None => self.workload / device.speed,
+        }
+    }
+
+    /// Whether `device` could ever run this task (memory fits, finite run time).
+    pub fn fits(&self, device: &Device<'_>) -> bool {
+        device.online && device.memory_gb >= self.mem_gb && self.runtime_on(device).is_finite()
+    }
+}
+
+/// One schedulable device (a GPU or a MIG instance) and its local queue.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct Device<'a> {
+    /// Device index (host description order).
+    pub index: u32,
+    /// Catalogue model name.
+    pub model: RStr<'a>,
+    /// Memory (GB).
+    pub memory_gb: f64,
+    /// Work units per second at default clocks.
+    pub speed: f64,
+    /// Usage cost per hour (0 when the host file gives none).
+    pub cost_per_hour: f64,
+    /// False while the device is lost or being reconfigured.
+    pub online: bool,
+    /// The task running on it.
+    pub running: ROption<TaskKey>,
+    /// Local queue, head first.
+    pub queue: RSlice<'a, TaskKey>,
+    /// When the device is expected to be free of its running task and its whole
+    /// local queue (never before `now`).
+    pub available_at: f64,
+}
+
+/// A borrowed view of the scheduler core.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct View<'a> {
+    /// Current time, seconds.
+    pub now: f64,
+    /// Every task the core knows, indexed by key.
+    pub tasks: RSlice<'a, Task>,
+    /// The central pending queue, in arrival order.
+    pub pending: RSlice<'a, TaskKey>,
+    /// The devices, indexed by device index.
+    pub devices: RSlice<'a, Device<'a>>,
+}
+
+impl<'a> View<'a> {
+    /// The task with `key`.
+    ///
+    /// # Panics
+    /// When `key` is not a task of this view.
+    pub fn task(&self, key: TaskKey) -> &'a Task {
+        &self.tasks.as_slice()[key as usize]
+    }
+}
+
+/// What happened, as told to the policy.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 4], traits(Debug, Clone, PartialEq))))]
+#[non_exhaustive]
+pub enum Event {
+    /// The policy was just installed; every task in `pending` needs a decision.
+    Activated,
+    /// A task arrived and is in the pending queue.
+    Arrived {
+        /// The new task.
+        task: TaskKey,
+    },
+    /// A task left its devices (finished, failed or cancelled).
+    Finished {
+        /// The task.
+        task: TaskKey,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+    /// A wake-up the policy asked for with [`Decision::WakeAt`].
+    Timer,
+    /// A device went online or offline.
+    DeviceChanged {
+        /// The device.
+        device: u32,
+    },
+}
+
+/// [`Event`] as it crosses the ABI.
+pub type EventNe = Event_NE;
+
+/// What the policy wants done. Decisions apply in order.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[sabi(kind(WithNonExhaustive(size = [usize; 16], traits(Debug, Clone, PartialEq))))]
+#[non_exhaustive]
+pub enum Decision {
+    /// Move a pending task into the local queue of each of `devices`.
+    /// `position` is the index in a single device's queue (`None`: at the end);
+    /// gang tasks (several devices) always join the end of every queue.
+    Assign {
+        /// The task.
+        task: TaskKey,
+        /// One device per GPU the task needs.
+        devices: RVec<u32>,
+        /// Where in the queue (single-device tasks only).
+        position: ROption<u32>,
+        /// Clocks to run it at (`None`: default clocks).
+        clocks: ROption<Clocks>,
+    },
+    /// Start a pending task now on `devices`, which must be idle with empty queues.
+    Start {
+        /// The task.
+        task: TaskKey,
+        /// One device per GPU the task needs.
+        devices: RVec<u32>,
+        /// Clocks to run it at (`None`: default clocks).
+        clocks: ROption<Clocks>,
+    },
+    /// Refuse a pending task.
+    Reject {
+        /// The task.
+        task: TaskKey,
+        /// Why, for the user.
+        reason: RString,
+    },
+    /// Call the policy again with [`Event::Timer`] at `time` (seconds).
+    WakeAt {
+        /// Absolute time.
+        time: f64,
+    },
+    /// Re-partition a MIG-capable GPU into `layout` (mig-parted profile list,
+    /// e.g. `"3g.20gb,3g.20gb"`). The agent applies it once the GPU is idle.
+    MigLayout {
+        /// Physical GPU index.
+        gpu: u32,
+        /// The layout.
+        layout: RString,
+    },
+}
+
+/// [`Decision`] as it crosses the ABI.
+pub type DecisionNe = Decision_NE;
+
+/// A key=value policy parameter.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct Param {
+    /// Name.
+    pub key: RString,
+    /// Value, as the user wrote it.
+    pub value: RString,
+}
+
+/// A parameter a policy accepts.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct ParamInfo {
+    /// Name.
+    pub key: RStr<'static>,
+    /// Default value.
+    pub default: RStr<'static>,
+    /// What it does.
+    pub help: RStr<'static>,
+}
+
+/// A policy object as it crosses the ABI.
+#[sabi_trait]
+pub trait Policy: Send {
+    /// React to `event`; an `Err` is a policy fault (the agent falls back to FIFO).
+    #[sabi(last_prefix_field)]
+    fn on_event(&mut self, view: &View<'_>, event: &EventNe) -> RResult<RVec<DecisionNe>, RString>;
+}
+
+/// An owned policy object.
+pub type PolicyBox = Policy_TO<'static, RBox<()>>;
+
+/// The root module every policy plugin exports.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PolicyModRef)))]
+#[sabi(missing_field(panic))]
+pub struct PolicyMod {
+    /// Must equal [`ABI_VERSION`].
+    pub abi_version: RStr<'static>,
+    /// Policy name, as users select it (`fifo`, `greedy-eft`, ...).
+    pub name: RStr<'static>,
+    /// One-line description.
+    pub description: RStr<'static>,
+    /// Parameters it accepts.
+    pub parameters: RSlice<'static, ParamInfo>,
+    /// Build a policy from parameters (each key is one of `parameters`).
+    #[sabi(last_prefix_field)]
+    pub new: extern "C" fn(params: RSlice<'_, Param>) -> RResult<PolicyBox, RString>,
+}
+
+impl RootModule for PolicyModRef {
+    declare_root_module_statics! {PolicyModRef}
+    const BASE_NAME: &'static str = "gpu_agent_policy";
+    const NAME: &'static str = "gpu_agent_policy";
+    const VERSION_STRINGS: VersionStrings = package_version_strings!();
+}
+
+/// The Rust-side trait plugin authors implement; [`guard`] adapts it to [`Policy`].
+pub trait PolicyImpl: Send + 'static {
+    /// React to `event`. An `Err` (or a panic) is a policy fault.
+    fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String>;
+}
+
+/// Wraps a [`PolicyImpl`] so that panics become errors at the boundary.
+struct Guarded<P>(P);
+
+impl<P: PolicyImpl> Policy for Guarded<P> {
+    fn on_event(&mut self, view: &View<'_>, event: &EventNe) -> RResult<RVec<DecisionNe>, RString> {
+        // An event kind newer than this plugin is not for it.
+        let Ok(event) = event.as_enum() else {
+            return ROk(RVec::new());
+        };
+        match catch_panic(|| self.0.on_event(view, event)) {
+            Ok(decisions) => ROk(decisions.into_iter().map(NonExhaustive::new).collect()),
+            Err(e) => RErr(e.into()),
+        }
+    }
+}
+
+/// Turns a [`PolicyImpl`] into a [`PolicyBox`] whose calls never unwind.
+pub fn guard<P: PolicyImpl>(policy: P) -> PolicyBox {
+    Policy_TO::from_value(Guarded(policy), abi_stable::sabi_trait::TD_Opaque)
+}
+
+/// Runs `f`, turning a panic into `Err("panicked: <message>")`.
+pub fn catch_panic<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_string());
+            Err(format!("panicked: {msg}"))
+        }
+    }
+}
+
+/// Parses the parameters a plugin was given; unknown keys are the agent's to refuse.
+pub fn param<'a>(params: &'a [Param], key: &str) -> Option<&'a str> {
+    params.iter().rev().find(|p| p.key == key).map(|p| p.value.as_str())
+}
+
+/// Exports a policy plugin's root module.
+///
+/// ```ignore
+/// gpu_agent_plugin_api::export_policy! {
+///     name: "fifo",
+///     description: "first come, first served on the earliest-free device",
+///     parameters: [],
+///     new: |params| Ok(Fifo::default()),
+/// }
+/// ```
+/// The generated `pub fn policy_module() -> PolicyModRef` also serves in-process use.
+#[macro_export]
+macro_rules! export_policy {
+    (
+        name: $name:expr,
+        description: $description:expr,
+        parameters: [$($param:expr),* $(,)?],
+        new: $new:expr $(,)?
+    ) => {
+        /// This plugin's root module (also exported for the agent's loader).
+        #[$crate::abi_stable::export_root_module]
+        pub fn policy_module() -> $crate::PolicyModRef {
+            use $crate::abi_stable::prefix_type::PrefixTypeTrait;
+            const PARAMETERS: &[$crate::ParamInfo] = &[$($param),*];
+            $crate::PolicyMod {
+                abi_version: $crate::abi_stable::std_types::RStr::from_str($crate::ABI_VERSION),
+                name: $crate::abi_stable::std_types::RStr::from_str($name),
+                description: $crate::abi_stable::std_types::RStr::from_str($description),
+                parameters: $crate::abi_stable::std_types::RSlice::from_slice(PARAMETERS),
+                new: __gpu_agent_policy_new,
+            }
+            .leak_into_prefix()
+        }
+
+        #[$crate::abi_stable::sabi_extern_fn]
+        fn __gpu_agent_policy_new(
+            params: $crate::abi_stable::std_types::RSlice<'_, $crate::Param>,
+        ) -> $crate::abi_stable::std_types::RResult<$crate::PolicyBox, $crate::abi_stable::std_types::RString> {
+            let new = $new;
+            match $crate::catch_panic(|| new(params.as_slice())) {
+                Ok(policy) => $crate::abi_stable::std_types::ROk($crate::guard(policy)),
+                Err(e) => $crate::abi_stable::std_types::RErr(e.into()),
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(index: u32, speed: f64, memory_gb: f64) -> Device<'static> {
+        Device {
+            index,
+            model: RStr::from_str("T4"),
+            memory_gb,
+            speed,
+            cost_per_hour: 0.0,
+            online: true,
+            running: ROption::RNone,
+            queue: RSlice::from_slice(&[]),
+            available_at: 0.0,
+        }
+    }
+
+    fn task(runtimes: Vec<f64>) -> Task {
+        Task {
+            key: 0,
+            id: "t".into(),
+            arrival: 0.0,
+            workload: 10.0,
+            mem_gb: 16.0,
+            deadline: 100.0,
+            weight: 1.0,
+            gpus: 1,
+            runtimes: runtimes.into(),
+            app: AppModel { name: "default".into(), delta: 0.5, d: 1.0, t0: 0.0, power: ROption::RNone },
+            state: TaskState::Pending,
+        }
+    }
+
+    #[test]
+    fn runtime_uses_speed_or_runtimes_column() {
+        assert_eq!(task(vec![]).runtime_on(&device(1, 2.0, 40.0)), 5.0);
+        assert_eq!(task(vec![7.0, 3.0]).runtime_on(&device(1, 2.0, 40.0)), 3.0);
+        assert!(!task(vec![7.0, f64::INFINITY]).fits(&device(1, 2.0, 40.0)));
+        assert!(!task(vec![]).fits(&device(0, 1.0, 15.0)));
+        assert!(task(vec![]).fits(&device(0, 1.0, 16.0)));
+    }
+
+    #[test]
+    fn time_factor_follows_the_dvfs_model() {
+        let app = task(vec![]).app;
+        assert_eq!(app.time_factor(Clocks::DEFAULT), 1.0);
+        // delta 0.5, t0 0: halving the core clock → 0.5*2 + 0.5*1 = 1.5.
+        assert_eq!(app.time_factor(Clocks { core: 0.5, mem: 1.0 }), 1.5);
+    }
+
+    #[test]
+    fn guard_turns_panics_into_errors() {
+        struct Boom;
+        impl PolicyImpl for Boom {
+            fn on_event(&mut self, _: &View<'_>, _: &Event) -> Result<Vec<Decision>, String> {
+                panic!("boom")
+            }
+        }
+        let mut p = guard(Boom);
+        let view = View {
+            now: 0.0,
+            tasks: RSlice::from_slice(&[]),
+            pending: RSlice::from_slice(&[]),
+            devices: RSlice::from_slice(&[]),
+        };
+        let r = p.on_event(&view, &NonExhaustive::new(Event::Timer));
+        assert_eq!(r.into_result().unwrap_err().as_str(), "panicked: boom");
+    }
+}
