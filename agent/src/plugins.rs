@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use abi_stable::library::lib_header_from_path;
+use abi_stable::library::{lib_header_from_path, LibraryError};
 use gpu_agent_plugin_api::{
     abi_stable::std_types::RSlice, guard, Param, PolicyBox, PolicyModRef, ABI_VERSION,
 };
@@ -73,8 +73,8 @@ impl Plugin {
     /// Loads and checks one plugin file.
     pub fn load(path: &Path) -> Result<Plugin, PluginError> {
         let fail = |reason: String| PluginError::Load { path: path.to_owned(), reason };
-        let header = lib_header_from_path(path).map_err(|e| fail(first_line(&e.to_string())))?;
-        let module = header.init_root_module::<PolicyModRef>().map_err(|e| fail(first_line(&e.to_string())))?;
+        let header = lib_header_from_path(path).map_err(|e| fail(describe(&e)))?;
+        let module = header.init_root_module::<PolicyModRef>().map_err(|e| fail(describe(&e)))?;
         let version = module.abi_version();
         if version.as_str() != ABI_VERSION {
             return Err(fail(format!("built for policy ABI {version:?}; this agent speaks {ABI_VERSION:?}")));
@@ -117,9 +117,21 @@ impl Plugin {
     }
 }
 
-/// The error's headline: abi_stable's layout reports run to pages.
-fn first_line(text: &str) -> String {
-    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("unknown error").to_string()
+/// One line on why abi_stable refused a file (its own reports run to pages).
+fn describe(error: &LibraryError) -> String {
+    match error {
+        LibraryError::OpenError { err, .. } => format!("cannot open as a shared library: {err}"),
+        LibraryError::GetSymbolError { symbol, .. } => {
+            format!("not a gpu-agent policy plugin (no {} symbol)", String::from_utf8_lossy(symbol).trim_end_matches('\0'))
+        }
+        LibraryError::IncompatibleVersionNumber { expected_version, actual_version, .. } => format!(
+            "built against plugin API {actual_version}, incompatible with this agent's {expected_version}"
+        ),
+        LibraryError::AbiInstability(_) => {
+            "its plugin ABI layout differs from this agent's (built against another plugin API)".into()
+        }
+        other => other.to_string().lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("unknown error").into(),
+    }
 }
 
 /// The plugins found in a directory, and the files that failed.
@@ -165,7 +177,8 @@ impl Registry {
         self.get(name).ok_or_else(|| PluginError::UnknownPolicy {
             name: name.into(),
             available: {
-                let names: Vec<_> = self.plugins.iter().map(|p| p.name()).collect();
+                let mut names: Vec<_> = self.plugins.iter().map(|p| p.name()).collect();
+                names.sort_unstable();
                 if names.is_empty() { "none (no plugins loaded)".into() } else { names.join(", ") }
             },
         })

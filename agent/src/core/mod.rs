@@ -357,8 +357,10 @@ impl Core {
         self.consult(Event::Activated, actions);
     }
 
-    /// Starts every queue head whose devices are all idle and agree on it.
+    /// Starts every queue head whose devices are all idle and agree on it, in
+    /// device order.
     fn dispatch(&mut self, actions: &mut Vec<Action>) {
+        self.touched.sort_unstable_by(|a, b| b.cmp(a));
         while let Some(d) = self.touched.pop() {
             self.slots[d as usize].touched = false;
             let slot = &self.slots[d as usize];

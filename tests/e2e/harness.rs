@@ -1,0 +1,86 @@
+//! Building the artefacts under test and running them.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::OnceLock,
+};
+
+/// The plugin files the product ships.
+pub const FIFO: &str = "libgpu_agent_policy_fifo.so";
+pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
+/// Fixture plugins.
+pub const PANICKY: &str = "libfixture_panicky.so";
+pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
+
+/// The profile directory (`target/debug` or the like) holding freshly built
+/// `gpuctl` and plugin files.
+pub fn artefacts() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        // This test runs from <target>/<profile>/deps/.
+        let exe = std::env::current_exe().expect("test executable path");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("profile directory").to_path_buf();
+        let target_dir = profile_dir.parent().expect("target directory");
+        let profile = profile_dir.file_name().and_then(|n| n.to_str()).expect("profile name");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root"))
+            .args(["build", "--quiet", "--bin", "gpuctl"])
+            .args(["-p", "gpu-agent", "-p", "gpu-agent-policy-fifo", "-p", "gpu-agent-policy-greedy-eft"])
+            .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
+            .arg("--target-dir")
+            .arg(target_dir);
+        match profile {
+            "debug" => {}
+            "release" => {
+                cmd.arg("--release");
+            }
+            other => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "cargo build of gpuctl and the plugins failed");
+        profile_dir
+    })
+}
+
+/// A fresh directory holding copies of the named plugin files.
+pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for f in files {
+        std::fs::copy(artefacts().join(f), dir.path().join(f)).expect("copy plugin");
+    }
+    dir
+}
+
+/// Runs `gpuctl` with `args`.
+pub fn gpuctl(args: &[&str]) -> Output {
+    Command::new(artefacts().join("gpuctl")).args(args).env("NO_COLOR", "1").output().expect("run gpuctl")
+}
+
+/// Writes `text` to `name` in `dir` and returns the path as a string.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write input file");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// stdout as text, asserting success.
+pub fn success(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "gpuctl failed: {}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("utf-8 stdout")
+}
+
+/// stderr as text, asserting failure.
+pub fn failure(out: &Output) -> String {
+    assert!(!out.status.success(), "gpuctl succeeded unexpectedly:\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.stdout.is_empty(), "a failed run printed results: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr.clone()).expect("utf-8 stderr")
+}
