@@ -60,7 +60,10 @@ pub struct PolicyInstance {
 
 /// The built-in FIFO order the core falls back to when a policy fails.
 pub fn builtin_fifo() -> PolicyInstance {
-    PolicyInstance { name: "fifo (built-in fallback)".into(), policy: guard(Fifo) }
+    PolicyInstance {
+        name: "fifo (built-in fallback)".into(),
+        policy: guard(Fifo),
+    }
 }
 
 /// One loaded policy plugin.
@@ -72,12 +75,19 @@ pub struct Plugin {
 impl Plugin {
     /// Loads and checks one plugin file.
     pub fn load(path: &Path) -> Result<Plugin, PluginError> {
-        let fail = |reason: String| PluginError::Load { path: path.to_owned(), reason };
+        let fail = |reason: String| PluginError::Load {
+            path: path.to_owned(),
+            reason,
+        };
         let header = lib_header_from_path(path).map_err(|e| fail(describe(&e)))?;
-        let module = header.init_root_module::<PolicyModRef>().map_err(|e| fail(describe(&e)))?;
+        let module = header
+            .init_root_module::<PolicyModRef>()
+            .map_err(|e| fail(describe(&e)))?;
         let version = module.abi_version();
         if version.as_str() != ABI_VERSION {
-            return Err(fail(format!("built for policy ABI {version:?}; this agent speaks {ABI_VERSION:?}")));
+            return Err(fail(format!(
+                "built for policy ABI {version:?}; this agent speaks {ABI_VERSION:?}"
+            )));
         }
         Ok(Plugin { module })
     }
@@ -99,21 +109,47 @@ impl Plugin {
 
     /// Names of the parameters it takes.
     pub fn parameter_names(&self) -> impl Iterator<Item = &'static str> {
-        self.module.parameters().as_slice().iter().map(|p| p.key.as_str())
+        self.module
+            .parameters()
+            .as_slice()
+            .iter()
+            .map(|p| p.key.as_str())
     }
 
     /// Builds a policy object; every key in `params` must be one it takes.
     pub fn instantiate(&self, params: &[(String, String)]) -> Result<PolicyInstance, PluginError> {
-        let fail = |reason: String| PluginError::Instantiate { policy: self.name().into(), reason };
-        if let Some((key, _)) = params.iter().find(|(k, _)| !self.parameter_names().any(|p| p == k)) {
+        let fail = |reason: String| PluginError::Instantiate {
+            policy: self.name().into(),
+            reason,
+        };
+        if let Some((key, _)) = params
+            .iter()
+            .find(|(k, _)| !self.parameter_names().any(|p| p == k))
+        {
             let takes: Vec<_> = self.parameter_names().collect();
-            let takes = if takes.is_empty() { "none".to_string() } else { takes.join(", ") };
-            return Err(fail(format!("unknown parameter {key:?} (it takes: {takes})")));
+            let takes = if takes.is_empty() {
+                "none".to_string()
+            } else {
+                takes.join(", ")
+            };
+            return Err(fail(format!(
+                "unknown parameter {key:?} (it takes: {takes})"
+            )));
         }
-        let params: Vec<Param> =
-            params.iter().map(|(k, v)| Param { key: k.as_str().into(), value: v.as_str().into() }).collect();
-        let policy = (self.module.new())(RSlice::from_slice(&params)).into_result().map_err(|e| fail(e.into_string()))?;
-        Ok(PolicyInstance { name: self.name().into(), policy })
+        let params: Vec<Param> = params
+            .iter()
+            .map(|(k, v)| Param {
+                key: k.as_str().into(),
+                value: v.as_str().into(),
+            })
+            .collect();
+        let policy = (self.module.new())(RSlice::from_slice(&params))
+            .into_result()
+            .map_err(|e| fail(e.into_string()))?;
+        Ok(PolicyInstance {
+            name: self.name().into(),
+            policy,
+        })
     }
 }
 
@@ -145,7 +181,10 @@ pub struct Registry {
 impl Registry {
     /// Loads every `*.so` in `dir`, in file name order.
     pub fn load_dir(dir: &Path) -> Result<Registry, PluginError> {
-        let dir_error = |source| PluginError::Directory { dir: dir.to_owned(), source };
+        let dir_error = |source| PluginError::Directory {
+            dir: dir.to_owned(),
+            source,
+        };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(dir_error)?
             .map(|e| e.map(|e| e.path()))
@@ -153,13 +192,21 @@ impl Registry {
             .map_err(dir_error)?;
         files.retain(|p| p.extension().is_some_and(|e| e == "so"));
         files.sort();
-        let mut registry = Registry { plugins: Vec::new(), failures: Vec::new() };
+        let mut registry = Registry {
+            plugins: Vec::new(),
+            failures: Vec::new(),
+        };
         for path in files {
             match Plugin::load(&path) {
-                Ok(plugin) if registry.get(plugin.name()).is_some() => registry.failures.push(PluginError::Load {
-                    path,
-                    reason: format!("policy {:?} is already provided by an earlier file", plugin.name()),
-                }),
+                Ok(plugin) if registry.get(plugin.name()).is_some() => {
+                    registry.failures.push(PluginError::Load {
+                        path,
+                        reason: format!(
+                            "policy {:?} is already provided by an earlier file",
+                            plugin.name()
+                        ),
+                    })
+                }
                 Ok(plugin) => registry.plugins.push(plugin),
                 Err(e) => registry.failures.push(e),
             }
@@ -179,7 +226,11 @@ impl Registry {
             available: {
                 let mut names: Vec<_> = self.plugins.iter().map(|p| p.name()).collect();
                 names.sort_unstable();
-                if names.is_empty() { "none (no plugins loaded)".into() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none (no plugins loaded)".into()
+                } else {
+                    names.join(", ")
+                }
             },
         })
     }

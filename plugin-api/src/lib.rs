@@ -52,7 +52,10 @@ pub struct Clocks {
 
 impl Clocks {
     /// The device's default clocks.
-    pub const DEFAULT: Clocks = Clocks { core: 1.0, mem: 1.0 };
+    pub const DEFAULT: Clocks = Clocks {
+        core: 1.0,
+        mem: 1.0,
+    };
 }
 
 /// Power coefficients of the DVFS model: P = p0 + gamma*fm + c*V^2*fc (watts).
@@ -388,7 +391,11 @@ pub fn catch_panic<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String
 
 /// Parses the parameters a plugin was given; unknown keys are the agent's to refuse.
 pub fn param<'a>(params: &'a [Param], key: &str) -> Option<&'a str> {
-    params.iter().rev().find(|p| p.key == key).map(|p| p.value.as_str())
+    params
+        .iter()
+        .rev()
+        .find(|p| p.key == key)
+        .map(|p| p.value.as_str())
 }
 
 /// Exports a policy plugin's root module.
@@ -467,7 +474,13 @@ mod tests {
             weight: 1.0,
             gpus: 1,
             runtimes: runtimes.into(),
-            app: AppModel { name: "default".into(), delta: 0.5, d: 1.0, t0: 0.0, power: ROption::RNone },
+            app: AppModel {
+                name: "default".into(),
+                delta: 0.5,
+                d: 1.0,
+                t0: 0.0,
+                power: ROption::RNone,
+            },
             state: TaskState::Pending,
         }
     }
@@ -486,7 +499,13 @@ mod tests {
         let app = task(vec![]).app;
         assert_eq!(app.time_factor(Clocks::DEFAULT), 1.0);
         // delta 0.5, t0 0: halving the core clock → 0.5*2 + 0.5*1 = 1.5.
-        assert_eq!(app.time_factor(Clocks { core: 0.5, mem: 1.0 }), 1.5);
+        assert_eq!(
+            app.time_factor(Clocks {
+                core: 0.5,
+                mem: 1.0
+            }),
+            1.5
+        );
     }
 
     #[test]

@@ -4,7 +4,12 @@
 use std::{collections::BTreeMap, path::Path, sync::OnceLock};
 
 use gpu_agent::core::TaskSpec;
-use gpu_agent::model::{apps::AppLibrary, catalogue, host::Host, trace::{Trace, TraceTask}};
+use gpu_agent::model::{
+    apps::AppLibrary,
+    catalogue,
+    host::Host,
+    trace::{Trace, TraceTask},
+};
 use gpu_agent::plugins::Registry;
 use gpu_agent::sim::{self, schedule::ScheduleRow};
 use proptest::prelude::*;
@@ -19,8 +24,18 @@ fn simulate(host: &str, trace: &str, policy: &str) -> (serde_json::Value, String
     let trace = write(dir.path(), "trace.csv", trace);
     let schedule = dir.path().join("schedule.csv");
     let out = gpuctl(&[
-        "simulate", "--host", &host, "--trace", &trace, "--policy", policy, "--json",
-        "--schedule", schedule.to_str().unwrap(), "--plugin-dir", plugins.path().to_str().unwrap(),
+        "simulate",
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--policy",
+        policy,
+        "--json",
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
     ]);
     let metrics = serde_json::from_str(&success(&out)).unwrap();
     (metrics, std::fs::read_to_string(schedule).unwrap())
@@ -28,13 +43,19 @@ fn simulate(host: &str, trace: &str, policy: &str) -> (serde_json::Value, String
 
 fn assert_metrics(m: &serde_json::Value, expected: &[(&str, f64)]) {
     for (key, value) in expected {
-        let got = m[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {m}"));
-        assert!((got - value).abs() < 1e-9, "{key}: expected {value}, got {got}");
+        let got = m[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing in {m}"));
+        assert!(
+            (got - value).abs() < 1e-9,
+            "{key}: expected {value}, got {got}"
+        );
     }
 }
 
 // A T4 (device 0, speed 1) and an A100-SXM4-40GB (device 1, speed 2).
-const TWO_SPEEDS: &str = "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n\n[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 2\n";
+const TWO_SPEEDS: &str =
+    "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n\n[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 2\n";
 const FOUR_TASKS: &str = "id,arrival,workload,mem_gb,deadline,weight\n\
     a,0,4,8,3,1\n\
     b,1,6,20,6,2\n\
@@ -55,13 +76,24 @@ fn fifo_by_hand() {
          b,1,1,4,1095,1215,1200\n\
          c,0,4,6,1590,5001,140\n"
     );
-    assert_eq!(m["rejected"], serde_json::json!([{"id": "d", "reason": "needs 50 GB; the largest device has 40 GB"}]));
+    assert_eq!(
+        m["rejected"],
+        serde_json::json!([{"id": "d", "reason": "needs 50 GB; the largest device has 40 GB"}])
+    );
     assert_eq!((m["tasks"].as_u64(), m["dmc"].as_u64()), (Some(4), Some(2)));
     // twt = 1*(4-3) + 0 + 1*(6-4); twct = 4 + 2*3 + 5; act = 12/3;
     // utilization = (4+3+2) / (2*6); energy = T4 70 W * 6 s + A100 400 W * 3 s + A100 idle 55 W * 3 s.
     assert_metrics(
         &m,
-        &[("twt", 3.0), ("twct", 15.0), ("act", 4.0), ("dmr", 2.0 / 3.0), ("makespan", 6.0), ("utilization", 0.75), ("energy_j", 1785.0)],
+        &[
+            ("twt", 3.0),
+            ("twct", 15.0),
+            ("act", 4.0),
+            ("dmr", 2.0 / 3.0),
+            ("makespan", 6.0),
+            ("utilization", 0.75),
+            ("energy_j", 1785.0),
+        ],
     );
 }
 
@@ -82,7 +114,15 @@ fn greedy_eft_by_hand() {
     // energy = 800 + 1200 + 140 + T4 idle 10 W * 3 s.
     assert_metrics(
         &m,
-        &[("twt", 0.0), ("twct", 12.0), ("act", 8.0 / 3.0), ("dmr", 0.0), ("makespan", 5.0), ("utilization", 0.7), ("energy_j", 2170.0)],
+        &[
+            ("twt", 0.0),
+            ("twct", 12.0),
+            ("act", 8.0 / 3.0),
+            ("dmr", 0.0),
+            ("makespan", 5.0),
+            ("utilization", 0.7),
+            ("energy_j", 2170.0),
+        ],
     );
 }
 
@@ -99,10 +139,27 @@ fn gang_tasks_start_together_when_their_last_device_is_free() {
         u,2,1,1,10,1,1\n";
     for policy in ["fifo", "greedy-eft"] {
         let (m, schedule) = simulate(host, trace, policy);
-        let rows: Vec<_> = schedule.lines().skip(1).map(|l| l.split(',').take(4).collect::<Vec<_>>().join(",")).collect();
-        assert_eq!(rows, vec!["x,0,0,4", "y,1,0,6", "y,2,0,6", "z,0,6,8", "z,1,6,8", "u,2,6,7"], "{policy}");
+        let rows: Vec<_> = schedule
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
+            .collect();
+        assert_eq!(
+            rows,
+            vec!["x,0,0,4", "y,1,0,6", "y,2,0,6", "z,0,6,8", "z,1,6,8", "u,2,6,7"],
+            "{policy}"
+        );
         // twct = 4 + 6 + 7 + 5; utilization = (4 + 2*6 + 2*2 + 1) / (3*8).
-        assert_metrics(&m, &[("twt", 0.0), ("twct", 22.0), ("act", 5.5), ("makespan", 8.0), ("utilization", 0.875)]);
+        assert_metrics(
+            &m,
+            &[
+                ("twt", 0.0),
+                ("twct", 22.0),
+                ("act", 5.5),
+                ("makespan", 8.0),
+                ("utilization", 0.875),
+            ],
+        );
     }
 }
 
@@ -113,7 +170,11 @@ fn runtimes_column_overrides_speed() {
         a,0,100,1,10,1,5;1\n\
         b,0,100,1,10,1,2;inf\n";
     let (_, schedule) = simulate(TWO_SPEEDS, trace, "greedy-eft");
-    let rows: Vec<_> = schedule.lines().skip(1).map(|l| l.split(',').take(4).collect::<Vec<_>>().join(",")).collect();
+    let rows: Vec<_> = schedule
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
+        .collect();
     assert_eq!(rows, vec!["a,1,0,1", "b,0,0,2"]);
 }
 
@@ -139,56 +200,76 @@ struct Instance {
 }
 
 fn instance() -> impl Strategy<Value = Instance> {
-    let devices = prop::collection::vec((0..MODELS.len(), prop::sample::select(vec![0.25, 0.5, 1.0, 2.0])), 1..=5);
-    devices.prop_flat_map(|devices| {
-        let m = devices.len();
-        let runtime = prop_oneof![3 => (1u32..30).prop_map(f64::from), 1 => Just(f64::INFINITY)];
-        let task = (
-            0u32..100,
-            1u32..40,
-            prop::sample::select(vec![0.0, 8.0, 16.0, 24.0, 40.0, 60.0, 90.0]),
-            prop_oneof![6 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32)],
-            1u32..100,
-            1u32..5,
-            prop::option::weighted(0.3, prop::collection::vec(runtime, m)),
-        );
-        (Just(devices), prop::collection::vec(task, 1..30))
-    })
-    .prop_map(|(devices, tasks)| {
-        let text: String = devices
-            .iter()
-            .map(|(model, speed)| format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model]))
-            .collect();
-        let host = Host::parse(Path::new("random.toml"), &text).unwrap();
-        let app = AppLibrary::default().get("default").unwrap().clone();
-        let tasks = tasks
-            .into_iter()
-            .enumerate()
-            .map(|(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes))| {
-                let arrival = f64::from(half_secs) / 2.0;
-                TaskSpec {
-                    id: format!("t{i}"),
-                    arrival,
-                    workload: f64::from(workload),
-                    mem_gb,
-                    deadline: arrival + f64::from(slack),
-                    weight: f64::from(weight),
-                    gpus,
-                    runtimes: runtimes.unwrap_or_default(),
-                    app: app.clone(),
-                }
-            })
-            .collect();
-        Instance { host, tasks }
-    })
+    let devices = prop::collection::vec(
+        (
+            0..MODELS.len(),
+            prop::sample::select(vec![0.25, 0.5, 1.0, 2.0]),
+        ),
+        1..=5,
+    );
+    devices
+        .prop_flat_map(|devices| {
+            let m = devices.len();
+            let runtime =
+                prop_oneof![3 => (1u32..30).prop_map(f64::from), 1 => Just(f64::INFINITY)];
+            let task = (
+                0u32..100,
+                1u32..40,
+                prop::sample::select(vec![0.0, 8.0, 16.0, 24.0, 40.0, 60.0, 90.0]),
+                prop_oneof![6 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32)],
+                1u32..100,
+                1u32..5,
+                prop::option::weighted(0.3, prop::collection::vec(runtime, m)),
+            );
+            (Just(devices), prop::collection::vec(task, 1..30))
+        })
+        .prop_map(|(devices, tasks)| {
+            let text: String = devices
+                .iter()
+                .map(|(model, speed)| {
+                    format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model])
+                })
+                .collect();
+            let host = Host::parse(Path::new("random.toml"), &text).unwrap();
+            let app = AppLibrary::default().get("default").unwrap().clone();
+            let tasks = tasks
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes))| {
+                        let arrival = f64::from(half_secs) / 2.0;
+                        TaskSpec {
+                            id: format!("t{i}"),
+                            arrival,
+                            workload: f64::from(workload),
+                            mem_gb,
+                            deadline: arrival + f64::from(slack),
+                            weight: f64::from(weight),
+                            gpus,
+                            runtimes: runtimes.unwrap_or_default(),
+                            app: app.clone(),
+                        }
+                    },
+                )
+                .collect();
+            Instance { host, tasks }
+        })
 }
 
 fn runtime(task: &TaskSpec, host: &Host, j: usize) -> f64 {
-    task.runtimes.get(j).copied().unwrap_or(task.workload / host.devices[j].speed)
+    task.runtimes
+        .get(j)
+        .copied()
+        .unwrap_or(task.workload / host.devices[j].speed)
 }
 
 /// Checks `rows` against formats.md §5 for `policy`, replaying the rules.
-fn check(inst: &Instance, policy: &str, rows: &[ScheduleRow], rejected: &[String]) -> Result<(), TestCaseError> {
+fn check(
+    inst: &Instance,
+    policy: &str,
+    rows: &[ScheduleRow],
+    rejected: &[String],
+) -> Result<(), TestCaseError> {
     let host = &inst.host;
     let mut by_id: BTreeMap<&str, Vec<&ScheduleRow>> = BTreeMap::new();
     for r in rows {
@@ -210,31 +291,65 @@ fn check(inst: &Instance, policy: &str, rows: &[ScheduleRow], rejected: &[String
     let mut avail = vec![0.0f64; host.devices.len()];
     for task in order {
         let valid: Vec<usize> = (0..host.devices.len())
-            .filter(|&j| host.devices[j].memory_gb >= task.mem_gb && runtime(task, host, j).is_finite())
+            .filter(|&j| {
+                host.devices[j].memory_gb >= task.mem_gb && runtime(task, host, j).is_finite()
+            })
             .collect();
         let k = task.gpus as usize;
         let rows = by_id.remove(task.id.as_str()).unwrap_or_default();
         if valid.len() < k {
-            prop_assert!(rows.is_empty() && rejected.contains(&task.id), "{} should be rejected", task.id);
+            prop_assert!(
+                rows.is_empty() && rejected.contains(&task.id),
+                "{} should be rejected",
+                task.id
+            );
             continue;
         }
-        prop_assert!(!rejected.contains(&task.id), "{} rejected though it fits", task.id);
-        prop_assert_eq!(rows.len(), k, "{} must run exactly once on {} devices", &task.id, k);
+        prop_assert!(
+            !rejected.contains(&task.id),
+            "{} rejected though it fits",
+            task.id
+        );
+        prop_assert_eq!(
+            rows.len(),
+            k,
+            "{} must run exactly once on {} devices",
+            &task.id,
+            k
+        );
         let (start, end) = (rows[0].start, rows[0].end);
         let mut devices: Vec<usize> = rows.iter().map(|r| r.gpu as usize).collect();
         for r in &rows {
-            prop_assert!(r.start == start && r.end == end, "gang rows of {} disagree", task.id);
-            prop_assert!(valid.contains(&(r.gpu as usize)), "{} on device {} that cannot hold it", task.id, r.gpu);
+            prop_assert!(
+                r.start == start && r.end == end,
+                "gang rows of {} disagree",
+                task.id
+            );
+            prop_assert!(
+                valid.contains(&(r.gpu as usize)),
+                "{} on device {} that cannot hold it",
+                task.id,
+                r.gpu
+            );
         }
         devices.sort_unstable();
         devices.dedup();
         prop_assert_eq!(devices.len(), k, "{} placed twice on a device", &task.id);
-        prop_assert!(start >= task.arrival, "{} starts before it arrives", task.id);
+        prop_assert!(
+            start >= task.arrival,
+            "{} starts before it arrives",
+            task.id
+        );
 
         let start_on = |j: usize| avail[j].max(task.arrival);
         let finish = |set: &[usize]| {
-            set.iter().map(|&j| start_on(j)).fold(task.arrival, f64::max)
-                + set.iter().map(|&j| runtime(task, host, j)).fold(0.0, f64::max)
+            set.iter()
+                .map(|&j| start_on(j))
+                .fold(task.arrival, f64::max)
+                + set
+                    .iter()
+                    .map(|&j| runtime(task, host, j))
+                    .fold(0.0, f64::max)
         };
         let expected: Vec<usize> = match policy {
             "fifo" => {
@@ -245,24 +360,46 @@ fn check(inst: &Instance, policy: &str, rows: &[ScheduleRow], rejected: &[String
                 chosen
             }
             "greedy-eft" if k == 1 => {
-                let best = valid.iter().copied().min_by(|&a, &b| finish(&[a]).total_cmp(&finish(&[b])).then(a.cmp(&b)));
+                let best = valid
+                    .iter()
+                    .copied()
+                    .min_by(|&a, &b| finish(&[a]).total_cmp(&finish(&[b])).then(a.cmp(&b)));
                 vec![best.unwrap()]
             }
             _ => {
                 // Gang: the completion must be the best over every k-subset.
-                let best = subsets(&valid, k).iter().map(|s| finish(s)).fold(f64::INFINITY, f64::min);
-                prop_assert!((end - best).abs() <= 1e-9 * best.max(1.0), "{}: ends {end}, best {best}", task.id);
+                let best = subsets(&valid, k)
+                    .iter()
+                    .map(|s| finish(s))
+                    .fold(f64::INFINITY, f64::min);
+                prop_assert!(
+                    (end - best).abs() <= 1e-9 * best.max(1.0),
+                    "{}: ends {end}, best {best}",
+                    task.id
+                );
                 devices.clone()
             }
         };
         prop_assert_eq!(&devices, &expected, "{}: wrong devices", &task.id);
-        prop_assert!((start - finish(&expected) + (end - start)).abs() <= 1e-9 * end.max(1.0), "{}: start {start}", task.id);
-        prop_assert!((end - finish(&expected)).abs() <= 1e-9 * end.max(1.0), "{}: end {end}", task.id);
+        prop_assert!(
+            (start - finish(&expected) + (end - start)).abs() <= 1e-9 * end.max(1.0),
+            "{}: start {start}",
+            task.id
+        );
+        prop_assert!(
+            (end - finish(&expected)).abs() <= 1e-9 * end.max(1.0),
+            "{}: end {end}",
+            task.id
+        );
         for &j in &expected {
             avail[j] = end;
         }
     }
-    prop_assert!(by_id.is_empty(), "rows for unknown tasks: {:?}", by_id.keys());
+    prop_assert!(
+        by_id.is_empty(),
+        "rows for unknown tasks: {:?}",
+        by_id.keys()
+    );
     Ok(())
 }
 

@@ -20,17 +20,35 @@ pub fn artefacts() -> &'static Path {
     BUILT.get_or_init(|| {
         // This test runs from <target>/<profile>/deps/.
         let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("profile directory").to_path_buf();
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("profile directory")
+            .to_path_buf();
         let target_dir = profile_dir.parent().expect("target directory");
-        let profile = profile_dir.file_name().and_then(|n| n.to_str()).expect("profile name");
+        let profile = profile_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("profile name");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root"))
-            .args(["build", "--quiet", "--bin", "gpuctl"])
-            .args(["-p", "gpu-agent", "-p", "gpu-agent-policy-fifo", "-p", "gpu-agent-policy-greedy-eft"])
-            .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
-            .arg("--target-dir")
-            .arg(target_dir);
+        cmd.current_dir(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("workspace root"),
+        )
+        .args(["build", "--quiet", "--bin", "gpuctl"])
+        .args([
+            "-p",
+            "gpu-agent",
+            "-p",
+            "gpu-agent-policy-fifo",
+            "-p",
+            "gpu-agent-policy-greedy-eft",
+        ])
+        .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
+        .arg("--target-dir")
+        .arg(target_dir);
         match profile {
             "debug" => {}
             "release" => {
@@ -41,7 +59,10 @@ pub fn artefacts() -> &'static Path {
             }
         }
         let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "cargo build of gpuctl and the plugins failed");
+        assert!(
+            status.success(),
+            "cargo build of gpuctl and the plugins failed"
+        );
         profile_dir
     })
 }
@@ -57,7 +78,11 @@ pub fn plugin_dir(files: &[&str]) -> tempfile::TempDir {
 
 /// Runs `gpuctl` with `args`.
 pub fn gpuctl(args: &[&str]) -> Output {
-    Command::new(artefacts().join("gpuctl")).args(args).env("NO_COLOR", "1").output().expect("run gpuctl")
+    Command::new(artefacts().join("gpuctl"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run gpuctl")
 }
 
 /// Writes `text` to `name` in `dir` and returns the path as a string.
@@ -80,7 +105,15 @@ pub fn success(out: &Output) -> String {
 
 /// stderr as text, asserting failure.
 pub fn failure(out: &Output) -> String {
-    assert!(!out.status.success(), "gpuctl succeeded unexpectedly:\n{}", String::from_utf8_lossy(&out.stdout));
-    assert!(out.stdout.is_empty(), "a failed run printed results: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "gpuctl succeeded unexpectedly:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "a failed run printed results: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     String::from_utf8(out.stderr.clone()).expect("utf-8 stderr")
 }

@@ -3,15 +3,23 @@
 
 use gpu_agent::plugins::{Plugin, PluginError, Registry};
 
-use crate::harness::{self, failure, gpuctl, success, write, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY};
+use crate::harness::{
+    self, failure, gpuctl, success, write, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY,
+};
 
 /// Some shared library of the system that is not a gpu-agent plugin.
 fn foreign_library() -> std::path::PathBuf {
-    ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64"]
-        .iter()
-        .map(|d| std::path::Path::new(d).join("libm.so.6"))
-        .find(|p| p.exists())
-        .expect("libm.so.6 somewhere on the system")
+    [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/lib64",
+    ]
+    .iter()
+    .map(|d| std::path::Path::new(d).join("libm.so.6"))
+    .find(|p| p.exists())
+    .expect("libm.so.6 somewhere on the system")
 }
 
 fn reason_for<'a>(failures: &'a [PluginError], file: &str) -> &'a str {
@@ -27,7 +35,11 @@ fn reason_for<'a>(failures: &'a [PluginError], file: &str) -> &'a str {
 #[test]
 fn good_plugins_load_and_bad_files_are_reported_with_path_and_reason() {
     let dir = harness::plugin_dir(&[FIFO, GREEDY_EFT, ABI_MISMATCH]);
-    std::fs::write(dir.path().join("garbage.so"), b"\x7fELF but not really a library").unwrap();
+    std::fs::write(
+        dir.path().join("garbage.so"),
+        b"\x7fELF but not really a library",
+    )
+    .unwrap();
     std::fs::copy(foreign_library(), dir.path().join("libforeign.so")).unwrap();
     std::fs::copy(dir.path().join(FIFO), dir.path().join("zz-second-fifo.so")).unwrap();
     std::fs::write(dir.path().join("README.txt"), "not a plugin").unwrap();
@@ -35,12 +47,27 @@ fn good_plugins_load_and_bad_files_are_reported_with_path_and_reason() {
     let registry = Registry::load_dir(dir.path()).expect("directory is readable");
     let names: Vec<_> = registry.plugins.iter().map(|p| p.name()).collect();
     assert_eq!(names, vec!["fifo", "greedy-eft"]);
-    assert_eq!(registry.failures.len(), 4, "garbage, foreign, ABI mismatch, duplicate: {:?}", registry.failures.iter().map(|f| f.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        registry.failures.len(),
+        4,
+        "garbage, foreign, ABI mismatch, duplicate: {:?}",
+        registry
+            .failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+    );
 
     let garbage = reason_for(&registry.failures, "garbage.so");
-    assert!(garbage.starts_with("cannot open as a shared library: "), "{garbage}");
+    assert!(
+        garbage.starts_with("cannot open as a shared library: "),
+        "{garbage}"
+    );
     let foreign = reason_for(&registry.failures, "libforeign.so");
-    assert!(foreign.starts_with("not a gpu-agent policy plugin (no "), "{foreign}");
+    assert!(
+        foreign.starts_with("not a gpu-agent policy plugin (no "),
+        "{foreign}"
+    );
     assert_eq!(
         reason_for(&registry.failures, ABI_MISMATCH),
         "built against plugin API 0.0.1, incompatible with this agent's 0.1.0"
@@ -50,7 +77,10 @@ fn good_plugins_load_and_bad_files_are_reported_with_path_and_reason() {
         "policy \"fifo\" is already provided by an earlier file"
     );
     for f in &registry.failures {
-        assert!(f.to_string().starts_with(&dir.path().display().to_string()), "error names the file: {f}");
+        assert!(
+            f.to_string().starts_with(&dir.path().display().to_string()),
+            "error names the file: {f}"
+        );
     }
 }
 
@@ -59,9 +89,17 @@ fn a_missing_file_or_directory_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope.so");
     let err = Plugin::load(&missing).err().expect("missing file fails");
-    assert!(err.to_string().starts_with(&missing.display().to_string()), "{err}");
-    let err = Registry::load_dir(&dir.path().join("nowhere")).err().expect("missing dir fails");
-    assert!(err.to_string().starts_with("cannot read plugin directory"), "{err}");
+    assert!(
+        err.to_string().starts_with(&missing.display().to_string()),
+        "{err}"
+    );
+    let err = Registry::load_dir(&dir.path().join("nowhere"))
+        .err()
+        .expect("missing dir fails");
+    assert!(
+        err.to_string().starts_with("cannot read plugin directory"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -71,23 +109,45 @@ fn metadata_and_parameters_cross_the_boundary() {
     let fifo = registry.find("fifo").unwrap();
     assert!(fifo.description().contains("first come, first served"));
     assert_eq!(fifo.parameter_names().count(), 0);
-    let err = fifo.instantiate(&[("seed".into(), "1".into())]).err().unwrap();
-    assert_eq!(err.to_string(), "policy fifo: unknown parameter \"seed\" (it takes: none)");
+    let err = fifo
+        .instantiate(&[("seed".into(), "1".into())])
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "policy fifo: unknown parameter \"seed\" (it takes: none)"
+    );
 
     let panicky = registry.find("panicky").unwrap();
-    assert_eq!(panicky.parameter_names().collect::<Vec<_>>(), vec!["panic_in_new"]);
-    let err = panicky.instantiate(&[("panic_in_new".into(), "true".into())]).err().unwrap();
-    assert_eq!(err.to_string(), "policy panicky: panicked: asked to panic in new");
+    assert_eq!(
+        panicky.parameter_names().collect::<Vec<_>>(),
+        vec!["panic_in_new"]
+    );
+    let err = panicky
+        .instantiate(&[("panic_in_new".into(), "true".into())])
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "policy panicky: panicked: asked to panic in new"
+    );
 
     let err = registry.find("sos").err().unwrap();
-    assert_eq!(err.to_string(), "unknown policy \"sos\"; available: fifo, panicky");
+    assert_eq!(
+        err.to_string(),
+        "unknown policy \"sos\"; available: fifo, panicky"
+    );
 }
 
 #[test]
 fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
     let dir = harness::plugin_dir(&[FIFO, PANICKY]);
     let work = tempfile::tempdir().unwrap();
-    let host = write(work.path(), "host.toml", "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n");
+    let host = write(
+        work.path(),
+        "host.toml",
+        "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
+    );
     // panicky queues t1 on device 0 (0..10); boom makes it panic on arrival.
     // FIFO then takes boom (device 1 is free at 1: 1..3) and t3 (device 1 at 3: 3..4).
     let trace = write(
@@ -97,8 +157,18 @@ fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
     );
     let schedule = work.path().join("schedule.csv");
     let out = gpuctl(&[
-        "simulate", "--host", &host, "--trace", &trace, "--policy", "panicky", "--json",
-        "--schedule", schedule.to_str().unwrap(), "--plugin-dir", dir.path().to_str().unwrap(),
+        "simulate",
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--policy",
+        "panicky",
+        "--json",
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--plugin-dir",
+        dir.path().to_str().unwrap(),
     ]);
     let stdout = success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -122,13 +192,44 @@ fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
 fn gpuctl_warns_about_broken_plugins_and_still_runs() {
     let dir = harness::plugin_dir(&[FIFO, ABI_MISMATCH]);
     let work = tempfile::tempdir().unwrap();
-    let host = write(work.path(), "host.toml", "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n");
-    let trace = write(work.path(), "trace.csv", "id,arrival,workload,mem_gb,deadline,weight\na,0,1,1,1,1\n");
-    let out = gpuctl(&["simulate", "--host", &host, "--trace", &trace, "--policy", "fifo", "--plugin-dir", dir.path().to_str().unwrap()]);
+    let host = write(
+        work.path(),
+        "host.toml",
+        "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
+    );
+    let trace = write(
+        work.path(),
+        "trace.csv",
+        "id,arrival,workload,mem_gb,deadline,weight\na,0,1,1,1,1\n",
+    );
+    let out = gpuctl(&[
+        "simulate",
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--policy",
+        "fifo",
+        "--plugin-dir",
+        dir.path().to_str().unwrap(),
+    ]);
     success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("gpuctl: warn: skipping plugin ") && stderr.contains(ABI_MISMATCH), "{stderr}");
+    assert!(
+        stderr.contains("gpuctl: warn: skipping plugin ") && stderr.contains(ABI_MISMATCH),
+        "{stderr}"
+    );
 
-    let out = gpuctl(&["simulate", "--host", &host, "--trace", &trace, "--policy", "old", "--plugin-dir", dir.path().to_str().unwrap()]);
+    let out = gpuctl(&[
+        "simulate",
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--policy",
+        "old",
+        "--plugin-dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(failure(&out).contains("gpuctl: error: unknown policy \"old\"; available: fifo"));
 }

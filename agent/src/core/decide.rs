@@ -8,7 +8,11 @@ use super::{Action, Core, Placement};
 
 impl Core {
     /// Applies one decision, or says why it is invalid (nothing changes then).
-    pub(super) fn apply(&mut self, decision: DecisionNe, actions: &mut Vec<Action>) -> Result<(), String> {
+    pub(super) fn apply(
+        &mut self,
+        decision: DecisionNe,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), String> {
         let decision = decision
             .into_enum()
             .map_err(|_| "returned a kind of decision this agent does not know".to_string())?;
@@ -69,42 +73,69 @@ impl Core {
     }
 
     fn id(&self, task: TaskKey) -> &str {
-        self.tasks.get(task as usize).map_or("<unknown>", |t| t.id.as_str())
+        self.tasks
+            .get(task as usize)
+            .map_or("<unknown>", |t| t.id.as_str())
     }
 
     fn check_pending(&self, task: TaskKey) -> Result<(), String> {
         match self.tasks.get(task as usize) {
-            None => Err(format!("decided about task key {task}, which does not exist")),
-            Some(t) if t.state != TaskState::Pending => {
-                Err(format!("decided about task {}, which is {:?}, not pending", t.id, t.state))
-            }
+            None => Err(format!(
+                "decided about task key {task}, which does not exist"
+            )),
+            Some(t) if t.state != TaskState::Pending => Err(format!(
+                "decided about task {}, which is {:?}, not pending",
+                t.id, t.state
+            )),
             Some(_) => Ok(()),
         }
     }
 
     /// Checks a placement of pending `task` on `devices` at `clocks`.
-    fn placement(&self, task: TaskKey, devices: &[u32], clocks: ROption<Clocks>) -> Result<Placement, String> {
+    fn placement(
+        &self,
+        task: TaskKey,
+        devices: &[u32],
+        clocks: ROption<Clocks>,
+    ) -> Result<Placement, String> {
         self.check_pending(task)?;
         let t = &self.tasks[task as usize];
         if devices.len() != t.gpus as usize {
-            return Err(format!("placed task {} on {} device(s); it needs {}", t.id, devices.len(), t.gpus));
+            return Err(format!(
+                "placed task {} on {} device(s); it needs {}",
+                t.id,
+                devices.len(),
+                t.gpus
+            ));
         }
         let clocks = clocks.into_option().unwrap_or(Clocks::DEFAULT);
         let views = self.device_views();
         let mut runtime: f64 = 0.0;
         for (i, &d) in devices.iter().enumerate() {
             let Some(view) = views.get(d as usize) else {
-                return Err(format!("placed task {} on device {d}, which does not exist", t.id));
+                return Err(format!(
+                    "placed task {} on device {d}, which does not exist",
+                    t.id
+                ));
             };
             if devices[..i].contains(&d) {
                 return Err(format!("placed task {} twice on device {d}", t.id));
             }
             if !t.fits(view) {
-                return Err(format!("placed task {} on device {d}, which cannot hold it", t.id));
+                return Err(format!(
+                    "placed task {} on device {d}, which cannot hold it",
+                    t.id
+                ));
             }
             let model = self.slots[d as usize].spec.model;
-            let (lo, hi) = (model.core_min_mhz as f64 / model.core_default_mhz as f64, model.core_max_mhz as f64 / model.core_default_mhz as f64);
-            let (mlo, mhi) = (model.mem_min_mhz as f64 / model.mem_default_mhz as f64, model.mem_max_mhz as f64 / model.mem_default_mhz as f64);
+            let (lo, hi) = (
+                model.core_min_mhz as f64 / model.core_default_mhz as f64,
+                model.core_max_mhz as f64 / model.core_default_mhz as f64,
+            );
+            let (mlo, mhi) = (
+                model.mem_min_mhz as f64 / model.mem_default_mhz as f64,
+                model.mem_max_mhz as f64 / model.mem_default_mhz as f64,
+            );
             if !(lo..=hi).contains(&clocks.core) || !(mlo..=mhi).contains(&clocks.mem) {
                 return Err(format!(
                     "asked for clocks core {} mem {} on device {d} ({}), outside core {lo:.3}..{hi:.3} mem {mlo:.3}..{mhi:.3}",
@@ -113,12 +144,20 @@ impl Core {
             }
             runtime = runtime.max(t.runtime_on(view));
         }
-        Ok(Placement { devices: devices.to_vec(), clocks, runtime: runtime * t.app.time_factor(clocks) })
+        Ok(Placement {
+            devices: devices.to_vec(),
+            clocks,
+            runtime: runtime * t.app.time_factor(clocks),
+        })
     }
 
     fn take_pending(&mut self, task: TaskKey) {
         // Tasks usually leave from the back (just arrived) or the front (oldest).
-        let at = self.pending.iter().rposition(|&k| k == task).expect("task is pending");
+        let at = self
+            .pending
+            .iter()
+            .rposition(|&k| k == task)
+            .expect("task is pending");
         self.pending.remove(at);
     }
 
@@ -138,7 +177,10 @@ impl Core {
             }
             None => {
                 if !self.projection_stale {
-                    let start = devices.iter().map(|&d| self.slots[d as usize].projected_free).fold(self.now, f64::max);
+                    let start = devices
+                        .iter()
+                        .map(|&d| self.slots[d as usize].projected_free)
+                        .fold(self.now, f64::max);
                     for &d in &devices {
                         self.slots[d as usize].projected_free = start + placement.runtime;
                     }

@@ -277,11 +277,21 @@ impl Core {
         let task = &self.tasks[key as usize];
         let need = task.gpus as usize;
         if need > self.slots.len() {
-            return Some(format!("needs {need} GPUs at once; the host has {}", self.slots.len()));
+            return Some(format!(
+                "needs {need} GPUs at once; the host has {}",
+                self.slots.len()
+            ));
         }
-        let largest = self.slots.iter().map(|s| s.spec.memory_gb).fold(0.0, f64::max);
+        let largest = self
+            .slots
+            .iter()
+            .map(|s| s.spec.memory_gb)
+            .fold(0.0, f64::max);
         if task.mem_gb > largest {
-            return Some(format!("needs {} GB; the largest device has {largest} GB", task.mem_gb));
+            return Some(format!(
+                "needs {} GB; the largest device has {largest} GB",
+                task.mem_gb
+            ));
         }
         let views = self.device_views();
         let fitting = views.iter().filter(|d| task.fits(d)).count();
@@ -301,7 +311,11 @@ impl Core {
         };
         for &d in &placement.devices {
             let slot = &mut self.slots[d as usize];
-            assert_eq!(slot.running, Some(key), "task {key} finished on device {d} where it was not running");
+            assert_eq!(
+                slot.running,
+                Some(key),
+                "task {key} finished on device {d} where it was not running"
+            );
             slot.running = None;
             // A task that ends earlier or later than expected moves its device's queue.
             if (slot.running_until - self.now).abs() > 1e-9 * self.now.abs().max(1.0) {
@@ -338,11 +352,19 @@ impl Core {
             pending: RSlice::from_slice(&self.pending),
             devices: RSlice::from_slice(&devices),
         };
-        let answer = self.policy.policy.on_event(&view, &NonExhaustive::new(event));
+        let answer = self
+            .policy
+            .policy
+            .on_event(&view, &NonExhaustive::new(event));
         drop(devices);
-        let outcome = answer.into_result().map_err(|e| e.into_string()).and_then(|decisions| {
-            decisions.into_iter().try_for_each(|d| self.apply(d, actions))
-        });
+        let outcome = answer
+            .into_result()
+            .map_err(|e| e.into_string())
+            .and_then(|decisions| {
+                decisions
+                    .into_iter()
+                    .try_for_each(|d| self.apply(d, actions))
+            });
         if let Err(reason) = outcome {
             self.fall_back(reason, actions);
         }
@@ -350,8 +372,14 @@ impl Core {
 
     /// Reports the policy's fault and hands every pending task to built-in FIFO.
     fn fall_back(&mut self, reason: String, actions: &mut Vec<Action>) {
-        assert!(!self.fallen_back, "the built-in FIFO order failed: {reason}");
-        actions.push(Action::PolicyFault { policy: self.policy.name.clone(), reason });
+        assert!(
+            !self.fallen_back,
+            "the built-in FIFO order failed: {reason}"
+        );
+        actions.push(Action::PolicyFault {
+            policy: self.policy.name.clone(),
+            reason,
+        });
         self.policy = builtin_fifo();
         self.fallen_back = true;
         self.consult(Event::Activated, actions);
@@ -364,11 +392,15 @@ impl Core {
         while let Some(d) = self.touched.pop() {
             self.slots[d as usize].touched = false;
             let slot = &self.slots[d as usize];
-            let Some(&key) = slot.live_queue().first() else { continue };
+            let Some(&key) = slot.live_queue().first() else {
+                continue;
+            };
             if slot.running.is_some() {
                 continue;
             }
-            let placement = self.placements[key as usize].as_ref().expect("queued task has a placement");
+            let placement = self.placements[key as usize]
+                .as_ref()
+                .expect("queued task has a placement");
             let ready = placement.devices.iter().all(|&g| {
                 let s = &self.slots[g as usize];
                 s.running.is_none() && s.live_queue().first() == Some(&key)

@@ -34,8 +34,16 @@ pub struct AppLibrary {
 
 impl Default for AppLibrary {
     fn default() -> Self {
-        let default = AppModel { name: DEFAULT_APP.into(), delta: 0.5, d: 1.0, t0: 0.0, power: ROption::RNone };
-        AppLibrary { apps: BTreeMap::from([(DEFAULT_APP.to_string(), default)]) }
+        let default = AppModel {
+            name: DEFAULT_APP.into(),
+            delta: 0.5,
+            d: 1.0,
+            t0: 0.0,
+            power: ROption::RNone,
+        };
+        AppLibrary {
+            apps: BTreeMap::from([(DEFAULT_APP.to_string(), default)]),
+        }
     }
 }
 
@@ -84,9 +92,17 @@ impl AppLibrary {
             };
             let at_least_zero = |v: &Spanned<f64>, key: &str| {
                 let x = *v.get_ref();
-                if x.is_finite() && x >= 0.0 { Ok(x) } else { Err(err(v, key, "a number >= 0")) }
+                if x.is_finite() && x >= 0.0 {
+                    Ok(x)
+                } else {
+                    Err(err(v, key, "a number >= 0"))
+                }
             };
-            let (p0, gamma, c) = (at_least_zero(&app.p0, "p0")?, at_least_zero(&app.gamma, "gamma")?, at_least_zero(&app.c, "c")?);
+            let (p0, gamma, c) = (
+                at_least_zero(&app.p0, "p0")?,
+                at_least_zero(&app.gamma, "gamma")?,
+                at_least_zero(&app.c, "c")?,
+            );
             let (d, t0) = (at_least_zero(&app.d, "d")?, at_least_zero(&app.t0, "t0")?);
             let delta = *app.delta.get_ref();
             if !(0.0..=1.0).contains(&delta) {
@@ -99,11 +115,24 @@ impl AppLibrary {
             let line = Some(line_of(text, app.name.span().start));
             let field = Some(format!("app[{i}].name"));
             if name.is_empty() || name == DEFAULT_APP || library.apps.contains_key(&name) {
-                let why = if name.is_empty() { "must not be empty".to_string() } else { format!("{name:?} is already defined") };
+                let why = if name.is_empty() {
+                    "must not be empty".to_string()
+                } else {
+                    format!("{name:?} is already defined")
+                };
                 return Err(InputError::at(path, line, field, why));
             }
             let power = ROption::RSome(PowerModel { p0, gamma, c });
-            library.apps.insert(name.clone(), AppModel { name: name.into(), delta, d, t0, power });
+            library.apps.insert(
+                name.clone(),
+                AppModel {
+                    name: name.into(),
+                    delta,
+                    d,
+                    t0,
+                    power,
+                },
+            );
         }
         Ok(library)
     }
@@ -125,7 +154,11 @@ pub fn power_model(app: &AppModel, model: &GpuModel) -> PowerModel {
         ROption::RSome(p) => p,
         ROption::RNone => {
             let dynamic = model.power_default_w - model.idle_w;
-            PowerModel { p0: model.idle_w, gamma: DEFAULT_MEMORY_SHARE * dynamic, c: (1.0 - DEFAULT_MEMORY_SHARE) * dynamic }
+            PowerModel {
+                p0: model.idle_w,
+                gamma: DEFAULT_MEMORY_SHARE * dynamic,
+                c: (1.0 - DEFAULT_MEMORY_SHARE) * dynamic,
+            }
         }
     }
 }
@@ -148,12 +181,27 @@ mod tests {
         let app = lib.get(DEFAULT_APP).unwrap();
         for model in catalogue::CATALOGUE {
             let p = power_w(app, model, Clocks::DEFAULT);
-            assert!((p - model.power_default_w).abs() < 1e-9, "{}: {p}", model.name);
+            assert!(
+                (p - model.power_default_w).abs() < 1e-9,
+                "{}: {p}",
+                model.name
+            );
         }
         // T4: idle 10 W, dynamic 60 W → gamma 12, c 48. At fc = 0.5: V = 0.5,
         // P = 10 + 12*1 + 48*0.25*0.5 = 28 W.
         let t4 = catalogue::lookup("T4").unwrap();
-        assert!((power_w(app, t4, Clocks { core: 0.5, mem: 1.0 }) - 28.0).abs() < 1e-9);
+        assert!(
+            (power_w(
+                app,
+                t4,
+                Clocks {
+                    core: 0.5,
+                    mem: 1.0
+                }
+            ) - 28.0)
+                .abs()
+                < 1e-9
+        );
     }
 
     #[test]
@@ -163,10 +211,26 @@ mod tests {
         assert_eq!(lib.names(), vec!["default", "matrixMul"]);
         let m = lib.get("matrixMul").unwrap();
         // P(1,1) = 218.1 + 32.5 + 31.6 = 282.2 W whatever the device.
-        assert!((power_w(m, catalogue::lookup("T4").unwrap(), Clocks::DEFAULT) - 282.2).abs() < 1e-9);
-        let bad = AppLibrary::parse(Path::new("apps.toml"), &text.replace("delta = 1.0", "delta = 1.5")).unwrap_err();
-        assert_eq!(bad.to_string(), "apps.toml:6: app[0].delta: expected a number from 0 to 1, got 1.5");
-        let dup = AppLibrary::parse(Path::new("apps.toml"), &text.replace("matrixMul", "default")).unwrap_err();
-        assert_eq!(dup.to_string(), "apps.toml:2: app[0].name: \"default\" is already defined");
+        assert!(
+            (power_w(m, catalogue::lookup("T4").unwrap(), Clocks::DEFAULT) - 282.2).abs() < 1e-9
+        );
+        let bad = AppLibrary::parse(
+            Path::new("apps.toml"),
+            &text.replace("delta = 1.0", "delta = 1.5"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "apps.toml:6: app[0].delta: expected a number from 0 to 1, got 1.5"
+        );
+        let dup = AppLibrary::parse(
+            Path::new("apps.toml"),
+            &text.replace("matrixMul", "default"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            dup.to_string(),
+            "apps.toml:2: app[0].name: \"default\" is already defined"
+        );
     }
 }

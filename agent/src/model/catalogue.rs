@@ -162,9 +162,21 @@ mod tests {
     #[test]
     fn entries_are_consistent() {
         for m in CATALOGUE {
-            assert!(m.core_min_mhz <= m.core_default_mhz && m.core_default_mhz <= m.core_max_mhz, "{}", m.name);
-            assert!(m.mem_min_mhz <= m.mem_default_mhz && m.mem_default_mhz <= m.mem_max_mhz, "{}", m.name);
-            assert!(m.power_min_w <= m.power_default_w && m.power_default_w <= m.power_max_w, "{}", m.name);
+            assert!(
+                m.core_min_mhz <= m.core_default_mhz && m.core_default_mhz <= m.core_max_mhz,
+                "{}",
+                m.name
+            );
+            assert!(
+                m.mem_min_mhz <= m.mem_default_mhz && m.mem_default_mhz <= m.mem_max_mhz,
+                "{}",
+                m.name
+            );
+            assert!(
+                m.power_min_w <= m.power_default_w && m.power_default_w <= m.power_max_w,
+                "{}",
+                m.name
+            );
             assert!(m.idle_w < m.power_default_w, "{}", m.name);
         }
         assert_eq!(lookup("T4").unwrap().memory_gb, 16.0);

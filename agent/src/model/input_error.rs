@@ -23,7 +23,12 @@ impl InputError {
         field: Option<String>,
         message: impl Into<String>,
     ) -> Self {
-        InputError { file: file.into(), line, field, message: message.into() }
+        InputError {
+            file: file.into(),
+            line,
+            field,
+            message: message.into(),
+        }
     }
 }
 
@@ -42,5 +47,9 @@ impl fmt::Display for InputError {
 
 /// The 1-based line of byte `offset` in `text`.
 pub fn line_of(text: &str, offset: usize) -> u64 {
-    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64
+        + 1
 }

@@ -40,12 +40,22 @@ impl Trace {
     }
 
     /// Parses a trace from `reader`; `path` only names it in errors.
-    pub fn parse(path: &Path, reader: impl std::io::Read, host: &Host, apps: &AppLibrary) -> Result<Trace, InputError> {
-        let mut csv = csv::ReaderBuilder::new().comment(Some(b'#')).trim(csv::Trim::All).from_reader(reader);
+    pub fn parse(
+        path: &Path,
+        reader: impl std::io::Read,
+        host: &Host,
+        apps: &AppLibrary,
+    ) -> Result<Trace, InputError> {
+        let mut csv = csv::ReaderBuilder::new()
+            .comment(Some(b'#'))
+            .trim(csv::Trim::All)
+            .from_reader(reader);
         let csv_error = |e: csv::Error| {
             let line = e.position().map(|p| p.line());
             let message = match e.kind() {
-                csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
+                csv::ErrorKind::UnequalLengths {
+                    expected_len, len, ..
+                } => {
                     format!("expected {expected_len} fields like the header, got {len}")
                 }
                 _ => e.to_string(),
@@ -55,31 +65,48 @@ impl Trace {
         let headers = csv.headers().map_err(csv_error)?.clone();
         let column = |name: &str| headers.iter().position(|h| h == name);
         let mut warnings = Vec::new();
-        for h in headers.iter().filter(|h| !REQUIRED.contains(h) && !OPTIONAL.contains(h)) {
+        for h in headers
+            .iter()
+            .filter(|h| !REQUIRED.contains(h) && !OPTIONAL.contains(h))
+        {
             warnings.push(format!("{}: ignoring unknown column {h:?}", path.display()));
         }
         let mut required = [0usize; REQUIRED.len()];
         for (slot, name) in required.iter_mut().zip(REQUIRED) {
             *slot = column(name).ok_or_else(|| {
-                InputError::at(path, Some(1), None, format!("missing required column {name:?}"))
+                InputError::at(
+                    path,
+                    Some(1),
+                    None,
+                    format!("missing required column {name:?}"),
+                )
             })?;
         }
         let [id_col, arrival_col, workload_col, mem_col, deadline_col, weight_col] = required;
-        let (gpus_col, runtimes_col, app_col, command_col) =
-            (column("gpus"), column("runtimes"), column("app"), column("command"));
+        let (gpus_col, runtimes_col, app_col, command_col) = (
+            column("gpus"),
+            column("runtimes"),
+            column("app"),
+            column("command"),
+        );
 
         let mut tasks = Vec::new();
         let mut lines_by_id: HashMap<String, u64> = HashMap::new();
         let mut record = csv::StringRecord::new();
         while csv.read_record(&mut record).map_err(csv_error)? {
             let line = record.position().map_or(0, |p| p.line());
-            let err = |col: &str, msg: String| InputError::at(path, Some(line), Some(format!("column {col}")), msg);
+            let err = |col: &str, msg: String| {
+                InputError::at(path, Some(line), Some(format!("column {col}")), msg)
+            };
             let field = |i: usize| record.get(i).unwrap_or("");
             let number = |i: usize, name: &str, rule: Rule| {
                 let text = field(i);
                 match text.parse::<f64>() {
                     Ok(x) if rule.accepts(x) => Ok(x),
-                    _ => Err(err(name, format!("expected {}, got {text:?}", rule.describe()))),
+                    _ => Err(err(
+                        name,
+                        format!("expected {}, got {text:?}", rule.describe()),
+                    )),
                 }
             };
 
@@ -88,13 +115,21 @@ impl Trace {
                 return Err(err("id", "expected a non-empty id".into()));
             }
             if let Some(first) = lines_by_id.insert(id.clone(), line) {
-                return Err(err("id", format!("duplicate id {id:?} (first on line {first})")));
+                return Err(err(
+                    "id",
+                    format!("duplicate id {id:?} (first on line {first})"),
+                ));
             }
             let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
                 None => 1,
                 Some(text) => match text.parse::<u32>() {
                     Ok(g) if g >= 1 => g,
-                    _ => return Err(err("gpus", format!("expected an integer >= 1, got {text:?}"))),
+                    _ => {
+                        return Err(err(
+                            "gpus",
+                            format!("expected an integer >= 1, got {text:?}"),
+                        ))
+                    }
                 },
             };
             let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
@@ -102,21 +137,44 @@ impl Trace {
                 Some(text) => {
                     let values: Vec<f64> = text
                         .split(';')
-                        .map(|v| v.trim().parse::<f64>().ok().filter(|x| *x > 0.0 && !x.is_nan()))
+                        .map(|v| {
+                            v.trim()
+                                .parse::<f64>()
+                                .ok()
+                                .filter(|x| *x > 0.0 && !x.is_nan())
+                        })
                         .collect::<Option<_>>()
-                        .ok_or_else(|| err("runtimes", format!("expected ';'-separated numbers > 0 or inf, got {text:?}")))?;
+                        .ok_or_else(|| {
+                            err(
+                                "runtimes",
+                                format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
+                            )
+                        })?;
                     if values.len() != host.devices.len() {
                         return Err(err(
                             "runtimes",
-                            format!("expected {} values (one per device of the host), got {}", host.devices.len(), values.len()),
+                            format!(
+                                "expected {} values (one per device of the host), got {}",
+                                host.devices.len(),
+                                values.len()
+                            ),
                         ));
                     }
                     values
                 }
             };
-            let app_name = app_col.map(field).filter(|s| !s.is_empty()).unwrap_or(DEFAULT_APP);
+            let app_name = app_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .unwrap_or(DEFAULT_APP);
             let app = apps.get(app_name).ok_or_else(|| {
-                err("app", format!("unknown application profile {app_name:?}; known: {}", apps.names().join(", ")))
+                err(
+                    "app",
+                    format!(
+                        "unknown application profile {app_name:?}; known: {}",
+                        apps.names().join(", ")
+                    ),
+                )
             })?;
             let spec = TaskSpec {
                 id,
@@ -129,8 +187,15 @@ impl Trace {
                 runtimes,
                 app: app.clone(),
             };
-            let command = command_col.map(field).filter(|s| !s.is_empty()).map(str::to_owned);
-            tasks.push(TraceTask { line, spec, command });
+            let command = command_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned);
+            tasks.push(TraceTask {
+                line,
+                spec,
+                command,
+            });
         }
         Ok(Trace { tasks, warnings })
     }
@@ -167,11 +232,21 @@ mod tests {
     use super::*;
 
     fn host() -> Host {
-        Host::parse(Path::new("host.toml"), "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n").unwrap()
+        Host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
+        )
+        .unwrap()
     }
 
     fn parse(text: &str) -> Result<Trace, String> {
-        Trace::parse(Path::new("trace.csv"), text.as_bytes(), &host(), &AppLibrary::default()).map_err(|e| e.to_string())
+        Trace::parse(
+            Path::new("trace.csv"),
+            text.as_bytes(),
+            &host(),
+            &AppLibrary::default(),
+        )
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -182,11 +257,25 @@ mod tests {
              b,1.5,3,8,9,2,2,4;inf,default,y\n",
         )
         .unwrap();
-        assert_eq!(t.warnings, vec!["trace.csv: ignoring unknown column \"extra\""]);
+        assert_eq!(
+            t.warnings,
+            vec!["trace.csv: ignoring unknown column \"extra\""]
+        );
         let a = &t.tasks[0];
-        assert_eq!((a.line, a.spec.id.as_str(), a.spec.gpus, a.spec.runtimes.len()), (3, "a", 1, 0));
+        assert_eq!(
+            (
+                a.line,
+                a.spec.id.as_str(),
+                a.spec.gpus,
+                a.spec.runtimes.len()
+            ),
+            (3, "a", 1, 0)
+        );
         let b = &t.tasks[1].spec;
-        assert_eq!((b.arrival, b.workload, b.mem_gb, b.deadline, b.weight, b.gpus), (1.5, 3.0, 8.0, 9.0, 2.0, 2));
+        assert_eq!(
+            (b.arrival, b.workload, b.mem_gb, b.deadline, b.weight, b.gpus),
+            (1.5, 3.0, 8.0, 9.0, 2.0, 2)
+        );
         assert_eq!(b.runtimes, vec![4.0, f64::INFINITY]);
     }
 
@@ -194,12 +283,30 @@ mod tests {
     fn bad_rows_are_named() {
         let head = "id,arrival,workload,mem_gb,deadline,weight\n";
         let cases = [
-            ("a,0,1,1,1,1\nb,0,abc,1,1,1\n", "trace.csv:3: column workload: expected a number > 0, got \"abc\""),
-            ("a,-1,1,1,1,1\n", "trace.csv:2: column arrival: expected a number >= 0, got \"-1\""),
-            ("a,0,1,1,NaN,1\n", "trace.csv:2: column deadline: expected a finite number, got \"NaN\""),
-            ("a,0,1,1,1,inf\n", "trace.csv:2: column weight: expected a number > 0, got \"inf\""),
-            ("a,0,1,1,1,1\na,0,1,1,1,1\n", "trace.csv:3: column id: duplicate id \"a\" (first on line 2)"),
-            ("a,0,1,1,1\n", "trace.csv:2: expected 6 fields like the header, got 5"),
+            (
+                "a,0,1,1,1,1\nb,0,abc,1,1,1\n",
+                "trace.csv:3: column workload: expected a number > 0, got \"abc\"",
+            ),
+            (
+                "a,-1,1,1,1,1\n",
+                "trace.csv:2: column arrival: expected a number >= 0, got \"-1\"",
+            ),
+            (
+                "a,0,1,1,NaN,1\n",
+                "trace.csv:2: column deadline: expected a finite number, got \"NaN\"",
+            ),
+            (
+                "a,0,1,1,1,inf\n",
+                "trace.csv:2: column weight: expected a number > 0, got \"inf\"",
+            ),
+            (
+                "a,0,1,1,1,1\na,0,1,1,1,1\n",
+                "trace.csv:3: column id: duplicate id \"a\" (first on line 2)",
+            ),
+            (
+                "a,0,1,1,1\n",
+                "trace.csv:2: expected 6 fields like the header, got 5",
+            ),
         ];
         for (rows, expected) in cases {
             assert_eq!(parse(&format!("{head}{rows}")).unwrap_err(), expected);

@@ -111,25 +111,52 @@ mod tests {
 
     #[test]
     fn formulas_on_a_hand_computed_example() {
-        // Two devices. t1: a=0, start 0, end 4, d=3, w=2 (late by 1).
+        // Three devices. t1: a=0, start 0, end 4, d=3, w=2 (late by 1).
         // t2: a=1, start 1, end 3, d=5, w=1, gang of 2.
         let done = [
-            Completed { arrival: 0.0, deadline: 3.0, weight: 2.0, start: 0.0, end: 4.0, devices: 1 },
-            Completed { arrival: 1.0, deadline: 5.0, weight: 1.0, start: 1.0, end: 3.0, devices: 2 },
+            Completed {
+                arrival: 0.0,
+                deadline: 3.0,
+                weight: 2.0,
+                start: 0.0,
+                end: 4.0,
+                devices: 1,
+            },
+            Completed {
+                arrival: 1.0,
+                deadline: 5.0,
+                weight: 1.0,
+                start: 1.0,
+                end: 3.0,
+                devices: 2,
+            },
         ];
-        let m = Metrics::compute("p", 3, vec![], &done, 2, |a, c| (c - a) * 10.0);
+        let m = Metrics::compute("p", 3, vec![], &done, 3, |a, c| (c - a) * 10.0);
         assert_eq!(m.twt, 2.0); // 2 * 1
         assert_eq!(m.twct, 10.0); // 2*4 + 1*2
         assert_eq!(m.act, 3.0); // (4 + 2) / 2
         assert_eq!((m.dmc, m.dmr), (1, 0.5));
         assert_eq!(m.makespan, 4.0);
-        assert_eq!(m.utilization, 0.75); // (4*1 + 2*2) / (2 * 4)
+        assert_eq!(m.utilization, 8.0 / 12.0); // (4*1 + 2*2) / (3 * 4)
         assert_eq!(m.energy_j, 40.0);
     }
 
     #[test]
     fn no_scheduled_task_gives_zeros() {
-        let m = Metrics::compute("p", 1, vec![Rejection { id: "x".into(), reason: "r".into() }], &[], 2, |_, _| 1.0);
-        assert_eq!((m.twt, m.act, m.dmr, m.utilization, m.energy_j), (0.0, 0.0, 0.0, 0.0, 0.0));
+        let m = Metrics::compute(
+            "p",
+            1,
+            vec![Rejection {
+                id: "x".into(),
+                reason: "r".into(),
+            }],
+            &[],
+            2,
+            |_, _| 1.0,
+        );
+        assert_eq!(
+            (m.twt, m.act, m.dmr, m.utilization, m.energy_j),
+            (0.0, 0.0, 0.0, 0.0, 0.0)
+        );
     }
 }

@@ -74,7 +74,10 @@ const ARRIVAL_RANK: u8 = 1;
 
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.time.total_cmp(&other.time).then(self.rank().cmp(&other.rank())).then(self.seq.cmp(&other.seq))
+        self.time
+            .total_cmp(&other.time)
+            .then(self.rank().cmp(&other.rank()))
+            .then(self.seq.cmp(&other.seq))
     }
 }
 impl PartialOrd for Entry {
@@ -101,7 +104,12 @@ pub fn simulate(
     let mut core = Core::new(host.devices.clone(), policy);
     // Arrival order, ties in trace order; the core numbers tasks in this order.
     let mut order: Vec<usize> = (0..trace.tasks.len()).collect();
-    order.sort_by(|&a, &b| trace.tasks[a].spec.arrival.total_cmp(&trace.tasks[b].spec.arrival));
+    order.sort_by(|&a, &b| {
+        trace.tasks[a]
+            .spec
+            .arrival
+            .total_cmp(&trace.tasks[b].spec.arrival)
+    });
 
     let mut run = Run {
         host,
@@ -118,10 +126,9 @@ pub fn simulate(
     let mut next = 0;
     loop {
         let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
-        let heap_first = run
-            .heap
-            .peek()
-            .is_some_and(|Reverse(e)| arrival.is_none_or(|a| (e.time, e.rank()) < (a, ARRIVAL_RANK)));
+        let heap_first = run.heap.peek().is_some_and(|Reverse(e)| {
+            arrival.is_none_or(|a| (e.time, e.rank()) < (a, ARRIVAL_RANK))
+        });
         let (now, actions) = if heap_first {
             let Reverse(entry) = run.heap.pop().expect("peeked");
             let input = match entry.due {
@@ -139,9 +146,22 @@ pub fn simulate(
             (a, core.submit(a, spec).1)
         } else if core.unfinished() > 0 {
             let actions = core.handle(run.now, Input::Stalled);
-            if !actions.iter().any(|a| matches!(a, Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. })) {
-                let first = core.pending().first().map(|&k| core.task(k).id.to_string()).unwrap_or_default();
-                return Err(SimError::Stranded { policy: core.policy_name().into(), count: core.unfinished(), first });
+            if !actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
+                )
+            }) {
+                let first = core
+                    .pending()
+                    .first()
+                    .map(|&k| core.task(k).id.to_string())
+                    .unwrap_or_default();
+                return Err(SimError::Stranded {
+                    policy: core.policy_name().into(),
+                    count: core.unfinished(),
+                    first,
+                });
             }
             (run.now, actions)
         } else {
@@ -161,9 +181,19 @@ pub fn simulate(
             .sum();
         busy_j + idle_j
     };
-    let metrics =
-        Metrics::compute(&policy_name, trace.tasks.len(), run.rejected, &run.completed, host.devices.len(), energy);
-    Ok(Outcome { metrics, schedule: run.schedule, faults: run.faults })
+    let metrics = Metrics::compute(
+        &policy_name,
+        trace.tasks.len(),
+        run.rejected,
+        &run.completed,
+        host.devices.len(),
+        energy,
+    );
+    Ok(Outcome {
+        metrics,
+        schedule: run.schedule,
+        faults: run.faults,
+    })
 }
 
 /// The simulator's bookkeeping while it runs.
@@ -185,13 +215,22 @@ struct Run<'h> {
 impl Run<'_> {
     fn push(&mut self, time: f64, due: Due) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry { time, seq: self.seq, due }));
+        self.heap.push(Reverse(Entry {
+            time,
+            seq: self.seq,
+            due,
+        }));
     }
 
     fn apply(&mut self, core: &Core, actions: Vec<Action>) {
         for action in actions {
             match action {
-                Action::Start { task, devices, clocks, runtime } => {
+                Action::Start {
+                    task,
+                    devices,
+                    clocks,
+                    runtime,
+                } => {
                     let t = core.task(task);
                     let (start, end) = (self.now, self.now + runtime);
                     for &d in &devices {
@@ -202,7 +241,8 @@ impl Run<'_> {
                             gpu: d,
                             start,
                             end,
-                            core_mhz: (clocks.core * f64::from(model.core_default_mhz)).round() as u32,
+                            core_mhz: (clocks.core * f64::from(model.core_default_mhz)).round()
+                                as u32,
                             mem_mhz: (clocks.mem * f64::from(model.mem_default_mhz)).round() as u32,
                             energy_j: power_w(&t.app, model, clocks) * runtime,
                         });
@@ -218,7 +258,10 @@ impl Run<'_> {
                     self.push(end, Due::Finish(task));
                 }
                 Action::Reject { task, reason } => {
-                    self.rejected.push(Rejection { id: core.task(task).id.to_string(), reason });
+                    self.rejected.push(Rejection {
+                        id: core.task(task).id.to_string(),
+                        reason,
+                    });
                 }
                 Action::WakeAt { time } => {
                     if self.timers.insert(time.to_bits()) {
@@ -226,7 +269,9 @@ impl Run<'_> {
                     }
                 }
                 Action::PolicyFault { policy, reason } => {
-                    log::warn!("policy {policy} failed: {reason}; continuing with the built-in FIFO order");
+                    log::warn!(
+                        "policy {policy} failed: {reason}; continuing with the built-in FIFO order"
+                    );
                     self.faults.push(format!("{policy}: {reason}"));
                 }
             }

@@ -24,7 +24,9 @@ pub struct ScheduleRow {
 /// Writes `rows` as CSV to `out`.
 pub fn write_csv(rows: &[ScheduleRow], out: impl Write) -> std::io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(["id", "gpu", "start", "end", "core_mhz", "mem_mhz", "energy_j"])?;
+    w.write_record([
+        "id", "gpu", "start", "end", "core_mhz", "mem_mhz", "energy_j",
+    ])?;
     for r in rows {
         w.write_record([
             r.id.clone(),
@@ -41,7 +43,10 @@ pub fn write_csv(rows: &[ScheduleRow], out: impl Write) -> std::io::Result<()> {
 
 /// Writes `rows` to `path` atomically: a temporary file beside it, then a rename.
 pub fn write_file(rows: &[ScheduleRow], path: &Path) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     write_csv(rows, std::io::BufWriter::new(tmp.as_file_mut()))?;
     tmp.persist(path).map_err(|e| e.error)?;

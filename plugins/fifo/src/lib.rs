@@ -11,9 +11,7 @@
 // abi_stable 0.11's derives put impls inside constants.
 #![allow(non_local_definitions)]
 
-use gpu_agent_plugin_api::{
-    abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View,
-};
+use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View};
 
 /// The FIFO policy. It keeps no state: every call places the whole pending queue.
 #[derive(Debug, Default)]

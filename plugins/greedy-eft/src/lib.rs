@@ -62,8 +62,11 @@ fn choose(view: &View<'_>, task: &Task, avail: &[f64]) -> Option<(Vec<u32>, f64)
     }
 
     let k = task.gpus as usize;
-    let mut valid: Vec<usize> =
-        devices.iter().filter(|d| task.fits(d)).map(|d| d.index as usize).collect();
+    let mut valid: Vec<usize> = devices
+        .iter()
+        .filter(|d| task.fits(d))
+        .map(|d| d.index as usize)
+        .collect();
     if valid.len() < k {
         return None;
     }
@@ -81,7 +84,10 @@ fn choose(view: &View<'_>, task: &Task, avail: &[f64]) -> Option<(Vec<u32>, f64)
         });
         prefix.truncate(k);
         let start = prefix.iter().map(|&j| start_on(j)).fold(view.now, f64::max);
-        let runtime = prefix.iter().map(|&j| task.runtime_on(&devices[j])).fold(0.0, f64::max);
+        let runtime = prefix
+            .iter()
+            .map(|&j| task.runtime_on(&devices[j]))
+            .fold(0.0, f64::max);
         let end = start + runtime;
         if best.as_ref().is_none_or(|(_, b)| end < *b) {
             prefix.sort_unstable();

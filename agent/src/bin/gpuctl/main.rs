@@ -22,7 +22,14 @@ enum Command {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format(|buf, record| writeln!(buf, "gpuctl: {}: {}", record.level().as_str().to_lowercase(), record.args()))
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "gpuctl: {}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            )
+        })
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

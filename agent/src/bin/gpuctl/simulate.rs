@@ -18,7 +18,9 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// Each task runs exactly its modelled time. Policies are plugins, found next
 /// to this program unless --plugin-dir says otherwise.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft")]
+#[command(
+    after_help = "Example:\n  gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft"
+)]
 pub struct Args {
     /// Host description (TOML, formats.md §2).
     #[arg(long, value_name = "FILE")]
@@ -65,7 +67,10 @@ fn default_plugin_dir() -> Result<PathBuf> {
 
 pub fn run(args: Args) -> Result<()> {
     if args.schedule.is_some() && args.policies.len() != 1 {
-        bail!("--schedule needs exactly one --policy (got {})", args.policies.len());
+        bail!(
+            "--schedule needs exactly one --policy (got {})",
+            args.policies.len()
+        );
     }
     let host = Host::load(&args.host)?;
     let apps = match &args.apps {
@@ -85,17 +90,27 @@ pub fn run(args: Args) -> Result<()> {
     for failure in &registry.failures {
         log::warn!("skipping plugin {failure}");
     }
-    let plugins: Vec<&Plugin> = args.policies.iter().map(|name| registry.find(name)).collect::<Result<_, _>>()?;
-    if let Some((key, _)) =
-        args.params.iter().find(|(key, _)| !plugins.iter().any(|p| p.parameter_names().any(|k| k == key)))
-    {
+    let plugins: Vec<&Plugin> = args
+        .policies
+        .iter()
+        .map(|name| registry.find(name))
+        .collect::<Result<_, _>>()?;
+    if let Some((key, _)) = args.params.iter().find(|(key, _)| {
+        !plugins
+            .iter()
+            .any(|p| p.parameter_names().any(|k| k == key))
+    }) {
         bail!("--param {key}: none of the selected policies takes it");
     }
     // Build every policy before running any, so that a bad parameter stops everything.
     let mut instances = Vec::new();
     for plugin in &plugins {
-        let params: Vec<_> =
-            args.params.iter().filter(|(key, _)| plugin.parameter_names().any(|k| k == key)).cloned().collect();
+        let params: Vec<_> = args
+            .params
+            .iter()
+            .filter(|(key, _)| plugin.parameter_names().any(|k| k == key))
+            .cloned()
+            .collect();
         instances.push(plugin.instantiate(&params)?);
     }
 
@@ -146,20 +161,60 @@ fn progress_bar(len: usize, policy: &str) -> ProgressBar {
 fn table(metrics: &[&Metrics]) -> String {
     let rows: Vec<(&str, Vec<String>)> = vec![
         ("policy", metrics.iter().map(|m| m.policy.clone()).collect()),
-        ("tasks", metrics.iter().map(|m| m.tasks.to_string()).collect()),
-        ("rejected", metrics.iter().map(|m| m.rejected.len().to_string()).collect()),
-        ("twt", metrics.iter().map(|m| format!("{:.3}", m.twt)).collect()),
-        ("twct", metrics.iter().map(|m| format!("{:.3}", m.twct)).collect()),
-        ("act", metrics.iter().map(|m| format!("{:.3}", m.act)).collect()),
+        (
+            "tasks",
+            metrics.iter().map(|m| m.tasks.to_string()).collect(),
+        ),
+        (
+            "rejected",
+            metrics
+                .iter()
+                .map(|m| m.rejected.len().to_string())
+                .collect(),
+        ),
+        (
+            "twt",
+            metrics.iter().map(|m| format!("{:.3}", m.twt)).collect(),
+        ),
+        (
+            "twct",
+            metrics.iter().map(|m| format!("{:.3}", m.twct)).collect(),
+        ),
+        (
+            "act",
+            metrics.iter().map(|m| format!("{:.3}", m.act)).collect(),
+        ),
         ("dmc", metrics.iter().map(|m| m.dmc.to_string()).collect()),
-        ("dmr", metrics.iter().map(|m| format!("{:.4}", m.dmr)).collect()),
-        ("utilization", metrics.iter().map(|m| format!("{:.4}", m.utilization)).collect()),
-        ("makespan", metrics.iter().map(|m| format!("{:.3}", m.makespan)).collect()),
-        ("energy_j", metrics.iter().map(|m| format!("{:.1}", m.energy_j)).collect()),
+        (
+            "dmr",
+            metrics.iter().map(|m| format!("{:.4}", m.dmr)).collect(),
+        ),
+        (
+            "utilization",
+            metrics
+                .iter()
+                .map(|m| format!("{:.4}", m.utilization))
+                .collect(),
+        ),
+        (
+            "makespan",
+            metrics
+                .iter()
+                .map(|m| format!("{:.3}", m.makespan))
+                .collect(),
+        ),
+        (
+            "energy_j",
+            metrics
+                .iter()
+                .map(|m| format!("{:.1}", m.energy_j))
+                .collect(),
+        ),
     ];
     let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..metrics.len()).map(|c| rows.iter().map(|(_, v)| v[c].len()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..metrics.len())
+        .map(|c| rows.iter().map(|(_, v)| v[c].len()).max().unwrap_or(0))
+        .collect();
     let mut text = String::new();
     for (label, values) in &rows {
         text.push_str(&format!("{label:<label_width$}"));

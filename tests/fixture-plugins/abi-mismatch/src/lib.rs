@@ -30,5 +30,8 @@ impl RootModule for OldPolicyModRef {
 /// Exports the old root module.
 #[export_root_module]
 pub fn policy_module() -> OldPolicyModRef {
-    OldPolicyMod { name: RStr::from_str("old") }.leak_into_prefix()
+    OldPolicyMod {
+        name: RStr::from_str("old"),
+    }
+    .leak_into_prefix()
 }
