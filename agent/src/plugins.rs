@@ -92,11 +92,6 @@ impl Plugin {
         Ok(Plugin { module })
     }
 
-    /// A plugin linked into this binary (no file involved).
-    pub fn from_module(module: PolicyModRef) -> Plugin {
-        Plugin { module }
-    }
-
     /// Policy name.
     pub fn name(&self) -> &'static str {
         self.module.name().as_str()

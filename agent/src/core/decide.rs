@@ -4,7 +4,7 @@ use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Clocks, Decision, DecisionNe, TaskKey, TaskState,
 };
 
-use super::{Action, Core, Placement};
+use super::{slot_view, Action, Core, Placement};
 
 impl Core {
     /// Applies one decision, or says why it is invalid (nothing changes then).
@@ -109,15 +109,15 @@ impl Core {
             ));
         }
         let clocks = clocks.into_option().unwrap_or(Clocks::DEFAULT);
-        let views = self.device_views();
         let mut runtime: f64 = 0.0;
         for (i, &d) in devices.iter().enumerate() {
-            let Some(view) = views.get(d as usize) else {
+            let Some(slot) = self.slots.get(d as usize) else {
                 return Err(format!(
                     "placed task {} on device {d}, which does not exist",
                     t.id
                 ));
             };
+            let view = &slot_view(slot, self.now);
             if devices[..i].contains(&d) {
                 return Err(format!("placed task {} twice on device {d}", t.id));
             }

@@ -293,8 +293,11 @@ impl Core {
                 task.mem_gb
             ));
         }
-        let views = self.device_views();
-        let fitting = views.iter().filter(|d| task.fits(d)).count();
+        let fitting = self
+            .slots
+            .iter()
+            .filter(|s| task.fits(&slot_view(s, self.now)))
+            .count();
         if fitting < need {
             return Some(format!(
                 "needs {need} GPU(s) with {} GB each and a finite run time; only {fitting} qualify",
@@ -335,17 +338,13 @@ impl Core {
         }
     }
 
-    fn device_views(&self) -> Vec<Device<'_>> {
-        device_views(&self.slots, self.now)
-    }
-
     /// Asks the policy about `event` and applies its decisions.
     fn consult(&mut self, event: Event, actions: &mut Vec<Action>) {
         if self.projection_stale {
             projection::recompute(&mut self.slots, &self.placements, self.now);
             self.projection_stale = false;
         }
-        let devices = device_views(&self.slots, self.now);
+        let devices: Vec<Device<'_>> = self.slots.iter().map(|s| slot_view(s, self.now)).collect();
         let view = View {
             now: self.now,
             tasks: RSlice::from_slice(&self.tasks),
@@ -438,22 +437,19 @@ impl Core {
     }
 }
 
-/// The policies' view of the devices at `now`.
-fn device_views(slots: &[Slot], now: f64) -> Vec<Device<'_>> {
-    slots
-        .iter()
-        .map(|s| Device {
-            index: s.spec.index,
-            model: RStr::from_str(s.spec.model.name),
-            memory_gb: s.spec.memory_gb,
-            speed: s.spec.speed,
-            cost_per_hour: s.spec.cost_per_hour,
-            online: true,
-            running: s.running.into(),
-            queue: RSlice::from_slice(s.live_queue()),
-            available_at: s.projected_free.max(now),
-        })
-        .collect()
+/// The policies' view of one device at `now`.
+pub(crate) fn slot_view(s: &Slot, now: f64) -> Device<'_> {
+    Device {
+        index: s.spec.index,
+        model: RStr::from_str(s.spec.model.name),
+        memory_gb: s.spec.memory_gb,
+        speed: s.spec.speed,
+        cost_per_hour: s.spec.cost_per_hour,
+        online: true,
+        running: s.running.into(),
+        queue: RSlice::from_slice(s.live_queue()),
+        available_at: s.projected_free.max(now),
+    }
 }
 
 #[cfg(test)]

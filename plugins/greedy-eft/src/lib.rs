@@ -71,27 +71,33 @@ fn choose(view: &View<'_>, task: &Task, avail: &[f64]) -> Option<(Vec<u32>, f64)
         return None;
     }
     valid.sort_by(|&a, &b| start_on(a).total_cmp(&start_on(b)));
+    // Walk the devices by start, keeping the k fastest seen so far, ordered by
+    // (run time, index); evaluate at the end of each run of equal starts.
+    let runtime = |j: usize| task.runtime_on(&devices[j]);
+    let mut fastest: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
     let mut best: Option<(Vec<u32>, f64)> = None;
-    for end_of_prefix in k..=valid.len() {
-        let s = start_on(valid[end_of_prefix - 1]);
-        if end_of_prefix < valid.len() && start_on(valid[end_of_prefix]) == s {
-            continue; // the prefix for start s ends further on
+    for (n, &j) in valid.iter().enumerate() {
+        let entry = (runtime(j), j);
+        let at = fastest.partition_point(|&(r, i)| r.total_cmp(&entry.0).then(i.cmp(&j)).is_lt());
+        if at < k {
+            fastest.insert(at, entry);
+            fastest.truncate(k);
         }
-        let mut prefix: Vec<usize> = valid[..end_of_prefix].to_vec();
-        prefix.sort_by(|&a, &b| {
-            let (ra, rb) = (task.runtime_on(&devices[a]), task.runtime_on(&devices[b]));
-            ra.total_cmp(&rb).then(a.cmp(&b))
-        });
-        prefix.truncate(k);
-        let start = prefix.iter().map(|&j| start_on(j)).fold(view.now, f64::max);
-        let runtime = prefix
+        let boundary = valid
+            .get(n + 1)
+            .is_none_or(|&next| start_on(next) != start_on(j));
+        if fastest.len() < k || !boundary {
+            continue;
+        }
+        let start = fastest
             .iter()
-            .map(|&j| task.runtime_on(&devices[j]))
-            .fold(0.0, f64::max);
-        let end = start + runtime;
+            .map(|&(_, i)| start_on(i))
+            .fold(view.now, f64::max);
+        let end = start + fastest[k - 1].0;
         if best.as_ref().is_none_or(|(_, b)| end < *b) {
-            prefix.sort_unstable();
-            best = Some((prefix.into_iter().map(|j| j as u32).collect(), end));
+            let mut chosen: Vec<u32> = fastest.iter().map(|&(_, i)| i as u32).collect();
+            chosen.sort_unstable();
+            best = Some((chosen, end));
         }
     }
     best
