@@ -24,26 +24,40 @@ impl PolicyImpl for Fifo {
         for &key in view.pending.iter() {
             let task = view.task(key);
             let start_on = |j: usize| avail[j].max(view.now);
-            let mut valid: Vec<usize> = view
-                .devices
-                .iter()
-                .filter(|d| task.fits(d))
-                .map(|d| d.index as usize)
-                .collect();
             let k = task.gpus as usize;
-            if valid.len() < k {
-                // Not enough online devices for it right now: leave it pending.
-                continue;
-            }
-            // Stable sort keeps index order among equal starts.
-            valid.sort_by(|&a, &b| start_on(a).total_cmp(&start_on(b)));
-            let chosen = &valid[..k];
+            let chosen: Vec<usize> = if k == 1 {
+                // The earliest start; `min_by` keeps the first (lowest index) of equals.
+                let Some(j) = view
+                    .devices
+                    .iter()
+                    .filter(|d| task.fits(d))
+                    .map(|d| d.index as usize)
+                    .min_by(|&a, &b| start_on(a).total_cmp(&start_on(b)))
+                else {
+                    continue; // no online device holds it right now: leave it pending
+                };
+                vec![j]
+            } else {
+                let mut valid: Vec<usize> = view
+                    .devices
+                    .iter()
+                    .filter(|d| task.fits(d))
+                    .map(|d| d.index as usize)
+                    .collect();
+                if valid.len() < k {
+                    continue; // not enough online devices for it right now: leave it pending
+                }
+                // Stable sort keeps index order among equal starts.
+                valid.sort_by(|&a, &b| start_on(a).total_cmp(&start_on(b)));
+                valid.truncate(k);
+                valid
+            };
             let start = chosen.iter().map(|&j| start_on(j)).fold(view.now, f64::max);
             let runtime = chosen
                 .iter()
                 .map(|&j| task.runtime_on(&view.devices[j]))
                 .fold(0.0, f64::max);
-            for &j in chosen {
+            for &j in &chosen {
                 avail[j] = start + runtime;
             }
             decisions.push(Decision::Assign {
