@@ -13,23 +13,28 @@ pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
 pub const PANICKY: &str = "libfixture_panicky.so";
 pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
 
-/// The profile directory (`target/debug` or the like) holding freshly built
-/// `gpuctl` and plugin files.
+/// The directory holding freshly built `gpuctl` and plugin files.
+///
+/// They are built into a target directory of their own (`<target>/e2e`): a
+/// cdylib that `cargo test` rebuilt in the shared one is not always copied up
+/// to where `cargo build` puts it, so a shared directory could serve a stale file.
 pub fn artefacts() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
         // This test runs from <target>/<profile>/deps/.
         let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe
+        let test_profile_dir = exe
             .parent()
             .and_then(Path::parent)
-            .expect("profile directory")
-            .to_path_buf();
-        let target_dir = profile_dir.parent().expect("target directory");
-        let profile = profile_dir
+            .expect("profile directory");
+        let profile = test_profile_dir
             .file_name()
             .and_then(|n| n.to_str())
             .expect("profile name");
+        let target_dir = test_profile_dir
+            .parent()
+            .expect("target directory")
+            .join("e2e");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.current_dir(
@@ -37,7 +42,7 @@ pub fn artefacts() -> &'static Path {
                 .parent()
                 .expect("workspace root"),
         )
-        .args(["build", "--quiet", "--bin", "gpuctl"])
+        .args(["build", "--quiet", "--lib", "--bin", "gpuctl"])
         .args([
             "-p",
             "gpu-agent",
@@ -48,7 +53,7 @@ pub fn artefacts() -> &'static Path {
         ])
         .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
         .arg("--target-dir")
-        .arg(target_dir);
+        .arg(&target_dir);
         match profile {
             "debug" => {}
             "release" => {
@@ -63,7 +68,7 @@ pub fn artefacts() -> &'static Path {
             status.success(),
             "cargo build of gpuctl and the plugins failed"
         );
-        profile_dir
+        target_dir.join(profile)
     })
 }
 
