@@ -14,29 +14,13 @@ use gpu_agent::plugins::Registry;
 use gpu_agent::sim::{self, schedule::ScheduleRow};
 use proptest::prelude::*;
 
-use crate::harness::{self, gpuctl, success, write, FIFO, GREEDY_EFT};
+use crate::harness::{self, success, Sim, FIFO, GREEDY_EFT};
 
 /// Runs `gpuctl simulate --json --schedule` and returns (metrics, schedule CSV).
 fn simulate(host: &str, trace: &str, policy: &str) -> (serde_json::Value, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let plugins = harness::plugin_dir(&[FIFO, GREEDY_EFT]);
-    let host = write(dir.path(), "host.toml", host);
-    let trace = write(dir.path(), "trace.csv", trace);
-    let schedule = dir.path().join("schedule.csv");
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        &host,
-        "--trace",
-        &trace,
-        "--policy",
-        policy,
-        "--json",
-        "--schedule",
-        schedule.to_str().unwrap(),
-        "--plugin-dir",
-        plugins.path().to_str().unwrap(),
-    ]);
+    let sim = Sim::new(&[FIFO, GREEDY_EFT], host, trace);
+    let schedule = sim.path("schedule.csv");
+    let out = sim.run(&["--policy", policy, "--json", "--schedule", &schedule]);
     let metrics = serde_json::from_str(&success(&out)).unwrap();
     (metrics, std::fs::read_to_string(schedule).unwrap())
 }

@@ -2,123 +2,73 @@
 
 use std::path::Path;
 
-use crate::harness::{self, failure, gpuctl, success, write, FIFO, GREEDY_EFT};
+use crate::harness::{failure, gpuctl, success, write, Sim, FIFO, GREEDY_EFT};
 
-const TRACE_HEAD: &str = "id,arrival,workload,mem_gb,deadline,weight\n";
+const TWO_T4: &str = "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n";
 
-struct Case {
-    dir: tempfile::TempDir,
-    plugins: tempfile::TempDir,
-    host: String,
-}
-
-impl Case {
-    fn new() -> Case {
-        let dir = tempfile::tempdir().unwrap();
-        let host = write(
-            dir.path(),
-            "host.toml",
-            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
-        );
-        Case {
-            plugins: harness::plugin_dir(&[FIFO, GREEDY_EFT]),
-            dir,
-            host,
-        }
-    }
-
-    fn trace(&self, rows: &str) -> String {
-        write(self.dir.path(), "trace.csv", &format!("{TRACE_HEAD}{rows}"))
-    }
-
-    fn schedule(&self) -> String {
-        self.dir
-            .path()
-            .join("out.csv")
-            .to_str()
-            .unwrap()
-            .to_string()
-    }
-
-    fn simulate(&self, trace: &str, extra: &[&str]) -> std::process::Output {
-        let mut args = vec!["simulate", "--host", &self.host, "--trace", trace];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--plugin-dir", self.plugins.path().to_str().unwrap()]);
-        gpuctl(&args)
-    }
+fn sim(rows: &str) -> Sim {
+    Sim::new(
+        &[FIFO, GREEDY_EFT],
+        TWO_T4,
+        &format!("id,arrival,workload,mem_gb,deadline,weight\n{rows}"),
+    )
 }
 
 #[test]
 fn a_bad_trace_row_is_named_and_nothing_is_written() {
-    let case = Case::new();
-    let trace = case.trace("a,0,1,1,5,1\nb,0,abc,1,5,1\n");
-    let out = case.simulate(
-        &trace,
-        &["--policy", "fifo", "--schedule", &case.schedule()],
-    );
+    let sim = sim("a,0,1,1,5,1\nb,0,abc,1,5,1\n");
+    let schedule = sim.path("out.csv");
+    let out = sim.run(&["--policy", "fifo", "--schedule", &schedule]);
     assert_eq!(
         failure(&out),
-        format!("gpuctl: error: {trace}:3: column workload: expected a number > 0, got \"abc\"\n")
-    );
-    assert!(!Path::new(&case.schedule()).exists());
-}
-
-#[test]
-fn a_bad_host_file_is_named_and_nothing_is_written() {
-    let case = Case::new();
-    let host = write(
-        case.dir.path(),
-        "bad-host.toml",
-        "[[gpu]]\nmodel = \"T4\"\nspeed = \"fast\"\n",
-    );
-    let trace = case.trace("a,0,1,1,5,1\n");
-    let schedule = case.schedule();
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        &host,
-        "--trace",
-        &trace,
-        "--policy",
-        "fifo",
-        "--schedule",
-        &schedule,
-    ]);
-    let stderr = failure(&out);
-    assert!(
-        stderr.starts_with(&format!(
-            "gpuctl: error: {host}:3: invalid type: string \"fast\", expected f64"
-        )),
-        "{stderr}"
+        format!(
+            "gpuctl: error: {}:3: column workload: expected a number > 0, got \"abc\"\n",
+            sim.trace
+        )
     );
     assert!(!Path::new(&schedule).exists());
 }
 
 #[test]
-fn usage_errors_say_what_is_wrong() {
-    let case = Case::new();
-    let trace = case.trace("a,0,1,1,5,1\n");
-    let two = case.simulate(
-        &trace,
-        &[
-            "--policy",
-            "fifo",
-            "--policy",
-            "greedy-eft",
-            "--schedule",
-            &case.schedule(),
-        ],
+fn a_bad_host_file_is_named_and_nothing_is_written() {
+    let mut sim = sim("a,0,1,1,5,1\n");
+    sim.host = write(
+        sim.work.path(),
+        "bad-host.toml",
+        "[[gpu]]\nmodel = \"T4\"\nspeed = \"fast\"\n",
     );
+    let schedule = sim.path("out.csv");
+    let stderr = failure(&sim.run(&["--policy", "fifo", "--schedule", &schedule]));
+    let expected = format!(
+        "gpuctl: error: {}:3: invalid type: string \"fast\", expected f64",
+        sim.host
+    );
+    assert!(stderr.starts_with(&expected), "{stderr}");
+    assert!(!Path::new(&schedule).exists());
+}
+
+#[test]
+fn usage_errors_say_what_is_wrong() {
+    let sim = sim("a,0,1,1,5,1\n");
+    let schedule = sim.path("out.csv");
+    let two = sim.run(&[
+        "--policy",
+        "fifo",
+        "--policy",
+        "greedy-eft",
+        "--schedule",
+        &schedule,
+    ]);
     assert_eq!(
         failure(&two),
         "gpuctl: error: --schedule needs exactly one --policy (got 2)\n"
     );
-    let param = case.simulate(&trace, &["--policy", "fifo", "--param", "seed=3"]);
+    let param = sim.run(&["--policy", "fifo", "--param", "seed=3"]);
     assert_eq!(
         failure(&param),
         "gpuctl: error: --param seed: none of the selected policies takes it\n"
     );
-    let unknown = case.simulate(&trace, &["--policy", "fifo", "--policy", "annealing"]);
+    let unknown = sim.run(&["--policy", "fifo", "--policy", "annealing"]);
     assert_eq!(
         failure(&unknown),
         "gpuctl: error: unknown policy \"annealing\"; available: fifo, greedy-eft\n"
@@ -126,7 +76,7 @@ fn usage_errors_say_what_is_wrong() {
     let missing = gpuctl(&[
         "simulate",
         "--host",
-        &case.host,
+        &sim.host,
         "--trace",
         "/nonexistent/trace.csv",
         "--policy",
@@ -137,12 +87,9 @@ fn usage_errors_say_what_is_wrong() {
 
 #[test]
 fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
-    let case = Case::new();
-    let trace = case.trace("a,0,4,1,5,1\n");
-    let one: serde_json::Value = serde_json::from_str(&success(
-        &case.simulate(&trace, &["--policy", "fifo", "--json"]),
-    ))
-    .unwrap();
+    let sim = sim("a,0,4,1,5,1\n");
+    let one: serde_json::Value =
+        serde_json::from_str(&success(&sim.run(&["--policy", "fifo", "--json"]))).unwrap();
     assert_eq!(one["policy"], "fifo");
     let keys: Vec<_> = one.as_object().unwrap().keys().cloned().collect();
     let mut expected = vec![
@@ -160,11 +107,8 @@ fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
     ];
     expected.sort();
     assert_eq!(keys, expected);
-    let many: serde_json::Value = serde_json::from_str(&success(&case.simulate(
-        &trace,
-        &["--policy", "greedy-eft", "--policy", "fifo", "--json"],
-    )))
-    .unwrap();
+    let many = success(&sim.run(&["--policy", "greedy-eft", "--policy", "fifo", "--json"]));
+    let many: serde_json::Value = serde_json::from_str(&many).unwrap();
     let order: Vec<_> = many
         .as_array()
         .unwrap()
@@ -176,9 +120,8 @@ fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
 
 #[test]
 fn the_table_has_one_column_per_policy() {
-    let case = Case::new();
-    let trace = case.trace("a,0,4,1,5,1\nb,0,2,1,1,3\n");
-    let table = success(&case.simulate(&trace, &["--policy", "fifo", "--policy", "greedy-eft"]));
+    let sim = sim("a,0,4,1,5,1\nb,0,2,1,1,3\n");
+    let table = success(&sim.run(&["--policy", "fifo", "--policy", "greedy-eft"]));
     let lines: Vec<_> = table.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
@@ -194,23 +137,18 @@ fn the_table_has_one_column_per_policy() {
 #[test]
 fn the_bundled_example_runs_as_the_readme_says() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let host = root.join("examples/host.toml");
-    let trace = root.join("examples/trace.csv");
-    let case = Case::new();
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        host.to_str().unwrap(),
-        "--trace",
-        trace.to_str().unwrap(),
-        "--policy",
-        "fifo",
-        "--policy",
-        "greedy-eft",
-        "--json",
-        "--plugin-dir",
-        case.plugins.path().to_str().unwrap(),
-    ]);
+    let mut sim = sim("");
+    sim.host = root
+        .join("examples/host.toml")
+        .to_str()
+        .unwrap()
+        .to_string();
+    sim.trace = root
+        .join("examples/trace.csv")
+        .to_str()
+        .unwrap()
+        .to_string();
+    let out = sim.run(&["--policy", "fifo", "--policy", "greedy-eft", "--json"]);
     let metrics: serde_json::Value = serde_json::from_str(&success(&out)).unwrap();
     for m in metrics.as_array().unwrap() {
         assert_eq!(m["tasks"], 24);

@@ -122,3 +122,52 @@ pub fn failure(out: &Output) -> String {
     );
     String::from_utf8(out.stderr.clone()).expect("utf-8 stderr")
 }
+
+/// A `gpuctl simulate` set-up: input files in a scratch directory and a
+/// plugin directory holding the named plugin files.
+pub struct Sim {
+    /// Scratch directory for inputs and outputs.
+    pub work: tempfile::TempDir,
+    /// The plugin directory.
+    pub plugins: tempfile::TempDir,
+    /// Path of the host file.
+    pub host: String,
+    /// Path of the trace file.
+    pub trace: String,
+}
+
+impl Sim {
+    /// Writes `host` and `trace` and gathers `plugins`.
+    pub fn new(plugins: &[&str], host: &str, trace: &str) -> Sim {
+        let work = tempfile::tempdir().expect("temp dir");
+        let host = write(work.path(), "host.toml", host);
+        let trace = write(work.path(), "trace.csv", trace);
+        Sim {
+            plugins: plugin_dir(plugins),
+            work,
+            host,
+            trace,
+        }
+    }
+
+    /// A path in the scratch directory.
+    pub fn path(&self, name: &str) -> String {
+        self.work
+            .path()
+            .join(name)
+            .to_str()
+            .expect("utf-8 path")
+            .to_string()
+    }
+
+    /// Runs `gpuctl simulate --host H --trace T ARGS... --plugin-dir P`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut all = vec!["simulate", "--host", &self.host, "--trace", &self.trace];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[
+            "--plugin-dir",
+            self.plugins.path().to_str().expect("utf-8 path"),
+        ]);
+        gpuctl(&all)
+    }
+}

@@ -3,9 +3,7 @@
 
 use gpu_agent::plugins::{Plugin, PluginError, Registry};
 
-use crate::harness::{
-    self, failure, gpuctl, success, write, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY,
-};
+use crate::harness::{self, failure, success, Sim, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY};
 
 /// Some shared library of the system that is not a gpu-agent plugin.
 fn foreign_library() -> std::path::PathBuf {
@@ -141,35 +139,15 @@ fn metadata_and_parameters_cross_the_boundary() {
 
 #[test]
 fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
-    let dir = harness::plugin_dir(&[FIFO, PANICKY]);
-    let work = tempfile::tempdir().unwrap();
-    let host = write(
-        work.path(),
-        "host.toml",
-        "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
-    );
     // panicky queues t1 on device 0 (0..10); boom makes it panic on arrival.
     // FIFO then takes boom (device 1 is free at 1: 1..3) and t3 (device 1 at 3: 3..4).
-    let trace = write(
-        work.path(),
-        "trace.csv",
+    let sim = Sim::new(
+        &[FIFO, PANICKY],
+        "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
         "id,arrival,workload,mem_gb,deadline,weight\nt1,0,10,1,100,1\nboom,1,2,1,100,1\nt3,2,1,1,100,1\n",
     );
-    let schedule = work.path().join("schedule.csv");
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        &host,
-        "--trace",
-        &trace,
-        "--policy",
-        "panicky",
-        "--json",
-        "--schedule",
-        schedule.to_str().unwrap(),
-        "--plugin-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let schedule = sim.path("schedule.csv");
+    let out = sim.run(&["--policy", "panicky", "--json", "--schedule", &schedule]);
     let stdout = success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -190,29 +168,12 @@ fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
 
 #[test]
 fn gpuctl_warns_about_broken_plugins_and_still_runs() {
-    let dir = harness::plugin_dir(&[FIFO, ABI_MISMATCH]);
-    let work = tempfile::tempdir().unwrap();
-    let host = write(
-        work.path(),
-        "host.toml",
+    let sim = Sim::new(
+        &[FIFO, ABI_MISMATCH],
         "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
-    );
-    let trace = write(
-        work.path(),
-        "trace.csv",
         "id,arrival,workload,mem_gb,deadline,weight\na,0,1,1,1,1\n",
     );
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        &host,
-        "--trace",
-        &trace,
-        "--policy",
-        "fifo",
-        "--plugin-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sim.run(&["--policy", "fifo"]);
     success(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -220,16 +181,6 @@ fn gpuctl_warns_about_broken_plugins_and_still_runs() {
         "{stderr}"
     );
 
-    let out = gpuctl(&[
-        "simulate",
-        "--host",
-        &host,
-        "--trace",
-        &trace,
-        "--policy",
-        "old",
-        "--plugin-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sim.run(&["--policy", "old"]);
     assert!(failure(&out).contains("gpuctl: error: unknown policy \"old\"; available: fifo"));
 }

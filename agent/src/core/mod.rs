@@ -243,7 +243,9 @@ impl Core {
             }
             Input::Timer => self.consult(Event::Timer, &mut actions),
             Input::Stalled => {
-                if !self.pending.is_empty() {
+                // The fallback never strands a placeable task; if tasks are
+                // still pending under it, the driver reports them.
+                if !self.pending.is_empty() && !self.fallen_back {
                     let reason = format!(
                         "left {} task(s) pending with nothing running and no wake-up asked for",
                         self.pending.len()
@@ -259,12 +261,17 @@ impl Core {
     /// Replaces the policy; the new one is offered every pending task.
     pub fn set_policy(&mut self, now: f64, policy: PolicyInstance) -> Vec<Action> {
         self.advance(now);
-        self.policy = policy;
-        self.fallen_back = false;
         let mut actions = Vec::new();
-        self.consult(Event::Activated, &mut actions);
+        self.install(policy, false, &mut actions);
         self.dispatch(&mut actions);
         actions
+    }
+
+    /// Makes `policy` the active one and offers it every pending task.
+    fn install(&mut self, policy: PolicyInstance, fallback: bool, actions: &mut Vec<Action>) {
+        self.policy = policy;
+        self.fallen_back = fallback;
+        self.consult(Event::Activated, actions);
     }
 
     fn advance(&mut self, now: f64) {
@@ -379,9 +386,7 @@ impl Core {
             policy: self.policy.name.clone(),
             reason,
         });
-        self.policy = builtin_fifo();
-        self.fallen_back = true;
-        self.consult(Event::Activated, actions);
+        self.install(builtin_fifo(), true, actions);
     }
 
     /// Starts every queue head whose devices are all idle and agree on it, in

@@ -348,3 +348,22 @@ fn availability_follows_tasks_that_end_early_or_late() {
     core.submit(5.0, spec("c", 5.0, 1.0)); // sees 9
     assert_eq!(*seen.lock().unwrap(), vec![0.0, 10.0, 9.0, 9.0]);
 }
+
+#[test]
+fn switching_policy_offers_the_new_one_every_pending_task() {
+    let mut core = core(2, |_, _| Ok(vec![]));
+    core.submit(0.0, spec("a", 0.0, 1.0));
+    core.submit(0.0, spec("b", 0.0, 1.0));
+    assert_eq!(core.pending().len(), 2);
+    let fifo = crate::plugins::builtin_fifo();
+    let actions = core.set_policy(
+        1.0,
+        PolicyInstance {
+            name: "fifo".into(),
+            policy: fifo.policy,
+        },
+    );
+    assert_eq!(starts(&actions), vec![(0, vec![0], 1.0), (1, vec![1], 1.0)]);
+    assert!(core.pending().is_empty());
+    assert_eq!(core.policy_name(), "fifo");
+}
