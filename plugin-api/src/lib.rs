@@ -389,7 +389,7 @@ pub fn catch_panic<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String
     }
 }
 
-/// Parses the parameters a plugin was given; unknown keys are the agent's to refuse.
+/// The value of `key` among the parameters a plugin was given (the last one wins).
 pub fn param<'a>(params: &'a [Param], key: &str) -> Option<&'a str> {
     params
         .iter()

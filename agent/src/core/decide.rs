@@ -47,7 +47,8 @@ impl Core {
                     let slot = &mut self.slots[d as usize];
                     slot.projected_free = self.now + placement.runtime;
                 }
-                self.start(task, placement, actions);
+                self.placements[task as usize] = Some(placement);
+                self.start(task, actions);
                 Ok(())
             }
             Decision::Reject { task, reason } => {

@@ -412,8 +412,8 @@ impl Core {
             if !ready {
                 continue;
             }
-            let placement = placement.clone();
-            for &g in &placement.devices {
+            let devices = placement.devices.clone();
+            for &g in &devices {
                 let slot = &mut self.slots[g as usize];
                 slot.head += 1;
                 if slot.head > 64 && slot.head * 2 > slot.queue.len() {
@@ -421,11 +421,15 @@ impl Core {
                     slot.head = 0;
                 }
             }
-            self.start(key, placement, actions);
+            self.start(key, actions);
         }
     }
 
-    fn start(&mut self, key: TaskKey, placement: Placement, actions: &mut Vec<Action>) {
+    /// Starts `key` on the devices of its (already recorded) placement.
+    fn start(&mut self, key: TaskKey, actions: &mut Vec<Action>) {
+        let placement = self.placements[key as usize]
+            .as_ref()
+            .expect("started task has a placement");
         for &g in &placement.devices {
             let slot = &mut self.slots[g as usize];
             slot.running = Some(key);
@@ -438,7 +442,6 @@ impl Core {
             clocks: placement.clocks,
             runtime: placement.runtime,
         });
-        self.placements[key as usize] = Some(placement);
     }
 }
 
