@@ -1,11 +1,13 @@
 //! gpu-agent: a node-level GPU agent.
 //!
+//! - [`backend`]: the GPU backend trait, the mock GPU and the NVML backend;
 //! - [`model`]: what users write by hand (hosts, traces, DVFS profiles) and the
 //!   GPU catalogue;
 //! - [`core`]: the sans-IO scheduler core;
 //! - [`plugins`]: loading policy plugins;
 //! - [`sim`]: the offline simulator that replays traces through the core.
 
+pub mod backend;
 pub mod core;
 pub mod model;
 pub mod plugins;

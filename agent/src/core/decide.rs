@@ -130,12 +130,12 @@ impl Core {
             }
             let model = self.slots[d as usize].spec.model;
             let (lo, hi) = (
-                model.core_min_mhz as f64 / model.core_default_mhz as f64,
-                model.core_max_mhz as f64 / model.core_default_mhz as f64,
+                model.core_min_mhz() as f64 / model.core_default_mhz as f64,
+                model.core_max_mhz() as f64 / model.core_default_mhz as f64,
             );
             let (mlo, mhi) = (
-                model.mem_min_mhz as f64 / model.mem_default_mhz as f64,
-                model.mem_max_mhz as f64 / model.mem_default_mhz as f64,
+                model.mem_min_mhz() as f64 / model.mem_default_mhz as f64,
+                model.mem_max_mhz() as f64 / model.mem_default_mhz as f64,
             );
             if !(lo..=hi).contains(&clocks.core) || !(mlo..=mhi).contains(&clocks.mem) {
                 return Err(format!(

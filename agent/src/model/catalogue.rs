@@ -2,29 +2,61 @@
 //!
 //! Figures are NVIDIA's published specifications: memory, the default
 //! (application) and maximum core clock, the memory clock, the board power limit
-//! range, and a typical idle draw. The backend extends each entry with its
-//! supported clock table and MIG profiles.
+//! range, a typical idle draw, the supported clock table and, for MIG-capable
+//! models, the MIG profile table.
+
+use super::mig::{self, MigTable};
+
+/// Supported core clocks at one memory clock: `core_max_mhz` down to
+/// `core_min_mhz` in steps of `core_step_mhz`, each rounded down to whole MHz
+/// (Volta's 7.5 MHz steps read 1530, 1522, 1515, ...), as the driver lists them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemClockSteps {
+    /// Memory clock, MHz.
+    pub mem_mhz: u32,
+    /// Highest core clock at this memory clock, MHz.
+    pub core_max_mhz: u32,
+    /// Lowest core clock at this memory clock, MHz.
+    pub core_min_mhz: u32,
+    /// Distance between neighbouring core clocks, MHz.
+    pub core_step_mhz: f64,
+}
+
+impl MemClockSteps {
+    /// The core clocks, highest first (the driver's order).
+    pub fn core_clocks(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut k = 0.0;
+        loop {
+            let f = (self.core_max_mhz as f64 - k * self.core_step_mhz).floor();
+            if f < self.core_min_mhz as f64 {
+                break;
+            }
+            out.push(f as u32);
+            k += 1.0;
+        }
+        out
+    }
+}
 
 /// One GPU model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuModel {
     /// Catalogue name, as host files write it.
     pub name: &'static str,
+    /// The product name NVML reports.
+    pub nvml_name: &'static str,
+    /// Architecture, as NVML names it.
+    pub architecture: &'static str,
     /// Memory (GB).
     pub memory_gb: f64,
     /// Default (application) core clock, MHz.
     pub core_default_mhz: u32,
-    /// Lowest supported core clock, MHz.
-    pub core_min_mhz: u32,
-    /// Highest supported core clock, MHz.
-    pub core_max_mhz: u32,
     /// Default memory clock, MHz.
     pub mem_default_mhz: u32,
-    /// Lowest supported memory clock, MHz.
-    pub mem_min_mhz: u32,
-    /// Highest supported memory clock, MHz.
-    pub mem_max_mhz: u32,
-    /// Power limit constraints and default (board power), W.
+    /// The supported clock table, one entry per memory clock, highest first.
+    pub clock_table: &'static [MemClockSteps],
+    /// Lowest settable power limit, W.
     pub power_min_w: f64,
     /// Default power limit (typical board power), W.
     pub power_default_w: f64,
@@ -32,116 +64,197 @@ pub struct GpuModel {
     pub power_max_w: f64,
     /// Typical draw when idle, W.
     pub idle_w: f64,
-    /// Whether it supports MIG.
-    pub mig_capable: bool,
+    /// MIG profile table, for MIG-capable models.
+    pub mig: Option<&'static MigTable>,
+}
+
+impl GpuModel {
+    /// Lowest supported core clock, MHz.
+    pub fn core_min_mhz(&self) -> u32 {
+        self.clock_table.iter().map(|t| t.core_min_mhz).min().unwrap_or(0)
+    }
+
+    /// Highest supported core clock, MHz.
+    pub fn core_max_mhz(&self) -> u32 {
+        self.clock_table.iter().map(|t| t.core_max_mhz).max().unwrap_or(0)
+    }
+
+    /// Lowest supported memory clock, MHz.
+    pub fn mem_min_mhz(&self) -> u32 {
+        self.clock_table.iter().map(|t| t.mem_mhz).min().unwrap_or(0)
+    }
+
+    /// Highest supported memory clock, MHz.
+    pub fn mem_max_mhz(&self) -> u32 {
+        self.clock_table.iter().map(|t| t.mem_mhz).max().unwrap_or(0)
+    }
+
+    /// Whether the model supports MIG.
+    pub fn mig_capable(&self) -> bool {
+        self.mig.is_some()
+    }
 }
 
 /// Every model the agent knows, by name.
 pub const CATALOGUE: &[GpuModel] = &[
     GpuModel {
         name: "A100-SXM4-40GB",
+        nvml_name: "NVIDIA A100-SXM4-40GB",
+        architecture: "Ampere",
         memory_gb: 40.0,
         core_default_mhz: 1095,
-        core_min_mhz: 210,
-        core_max_mhz: 1410,
         mem_default_mhz: 1215,
-        mem_min_mhz: 1215,
-        mem_max_mhz: 1215,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 1215,
+                core_max_mhz: 1410,
+                core_min_mhz: 210,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 100.0,
         power_default_w: 400.0,
         power_max_w: 400.0,
         idle_w: 55.0,
-        mig_capable: true,
+        mig: Some(&mig::A100_40GB),
     },
     GpuModel {
         name: "A100-SXM4-80GB",
+        nvml_name: "NVIDIA A100-SXM4-80GB",
+        architecture: "Ampere",
         memory_gb: 80.0,
         core_default_mhz: 1275,
-        core_min_mhz: 210,
-        core_max_mhz: 1410,
         mem_default_mhz: 1593,
-        mem_min_mhz: 1593,
-        mem_max_mhz: 1593,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 1593,
+                core_max_mhz: 1410,
+                core_min_mhz: 210,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 100.0,
         power_default_w: 400.0,
         power_max_w: 400.0,
         idle_w: 60.0,
-        mig_capable: true,
+        mig: Some(&mig::A100_80GB),
     },
     GpuModel {
         name: "H100-SXM5-80GB",
+        nvml_name: "NVIDIA H100 80GB HBM3",
+        architecture: "Hopper",
         memory_gb: 80.0,
         core_default_mhz: 1980,
-        core_min_mhz: 345,
-        core_max_mhz: 1980,
         mem_default_mhz: 2619,
-        mem_min_mhz: 2619,
-        mem_max_mhz: 2619,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 2619,
+                core_max_mhz: 1980,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 200.0,
         power_default_w: 700.0,
         power_max_w: 700.0,
         idle_w: 70.0,
-        mig_capable: true,
+        mig: Some(&mig::H100_80GB),
     },
     GpuModel {
         name: "H100-PCIe-80GB",
+        nvml_name: "NVIDIA H100 PCIe",
+        architecture: "Hopper",
         memory_gb: 80.0,
         core_default_mhz: 1755,
-        core_min_mhz: 345,
-        core_max_mhz: 1755,
         mem_default_mhz: 1593,
-        mem_min_mhz: 1593,
-        mem_max_mhz: 1593,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 1593,
+                core_max_mhz: 1755,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 200.0,
         power_default_w: 350.0,
         power_max_w: 350.0,
         idle_w: 50.0,
-        mig_capable: true,
+        mig: Some(&mig::H100_80GB),
     },
     GpuModel {
         name: "V100-SXM2-32GB",
+        nvml_name: "Tesla V100-SXM2-32GB",
+        architecture: "Volta",
         memory_gb: 32.0,
         core_default_mhz: 1290,
-        core_min_mhz: 135,
-        core_max_mhz: 1530,
         mem_default_mhz: 877,
-        mem_min_mhz: 877,
-        mem_max_mhz: 877,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 877,
+                core_max_mhz: 1530,
+                core_min_mhz: 135,
+                core_step_mhz: 7.5,
+            },
+        ],
         power_min_w: 150.0,
         power_default_w: 300.0,
         power_max_w: 300.0,
         idle_w: 40.0,
-        mig_capable: false,
+        mig: None,
     },
     GpuModel {
         name: "L4",
+        nvml_name: "NVIDIA L4",
+        architecture: "Ada Lovelace",
         memory_gb: 24.0,
         core_default_mhz: 2040,
-        core_min_mhz: 210,
-        core_max_mhz: 2040,
         mem_default_mhz: 6251,
-        mem_min_mhz: 405,
-        mem_max_mhz: 6251,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 6251,
+                core_max_mhz: 2040,
+                core_min_mhz: 210,
+                core_step_mhz: 15.0,
+            },
+            MemClockSteps {
+                mem_mhz: 405,
+                core_max_mhz: 420,
+                core_min_mhz: 210,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 40.0,
         power_default_w: 72.0,
         power_max_w: 72.0,
         idle_w: 16.0,
-        mig_capable: false,
+        mig: None,
     },
     GpuModel {
         name: "T4",
+        nvml_name: "Tesla T4",
+        architecture: "Turing",
         memory_gb: 16.0,
         core_default_mhz: 1590,
-        core_min_mhz: 300,
-        core_max_mhz: 1590,
         mem_default_mhz: 5001,
-        mem_min_mhz: 405,
-        mem_max_mhz: 5001,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 5001,
+                core_max_mhz: 1590,
+                core_min_mhz: 300,
+                core_step_mhz: 15.0,
+            },
+            MemClockSteps {
+                mem_mhz: 405,
+                core_max_mhz: 405,
+                core_min_mhz: 300,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 60.0,
         power_default_w: 70.0,
         power_max_w: 70.0,
         idle_w: 10.0,
-        mig_capable: false,
+        mig: None,
     },
 ];
 
@@ -163,12 +276,12 @@ mod tests {
     fn entries_are_consistent() {
         for m in CATALOGUE {
             assert!(
-                m.core_min_mhz <= m.core_default_mhz && m.core_default_mhz <= m.core_max_mhz,
+                m.core_min_mhz() <= m.core_default_mhz && m.core_default_mhz <= m.core_max_mhz(),
                 "{}",
                 m.name
             );
             assert!(
-                m.mem_min_mhz <= m.mem_default_mhz && m.mem_default_mhz <= m.mem_max_mhz,
+                m.mem_min_mhz() <= m.mem_default_mhz && m.mem_default_mhz <= m.mem_max_mhz(),
                 "{}",
                 m.name
             );
@@ -180,6 +293,20 @@ mod tests {
             assert!(m.idle_w < m.power_default_w, "{}", m.name);
         }
         assert_eq!(lookup("T4").unwrap().memory_gb, 16.0);
+        for m in CATALOGUE {
+            let top = &m.clock_table[0];
+            assert_eq!(top.mem_mhz, m.mem_default_mhz, "{}", m.name);
+            assert!(top.core_clocks().contains(&m.core_default_mhz), "{}", m.name);
+        }
         assert!(lookup("RTX 9090").is_none());
+    }
+
+    #[test]
+    fn clock_tables_step_as_the_driver_lists_them() {
+        let a100 = lookup("A100-SXM4-40GB").unwrap().clock_table[0].core_clocks();
+        assert_eq!((a100.len(), a100[0], a100[1], a100[80]), (81, 1410, 1395, 210));
+        let v100 = lookup("V100-SXM2-32GB").unwrap().clock_table[0].core_clocks();
+        assert_eq!(&v100[..4], &[1530, 1522, 1515, 1507]);
+        assert_eq!(*v100.last().unwrap(), 135);
     }
 }

@@ -4,4 +4,5 @@ pub mod apps;
 pub mod catalogue;
 pub mod host;
 pub mod input_error;
+pub mod mig;
 pub mod trace;
