@@ -6,7 +6,11 @@
 //! call. GPUs are addressed by NVML index.
 
 mod error;
+pub mod mock;
 mod types;
+
+#[cfg(test)]
+mod conformance;
 
 use std::time::Duration;
 

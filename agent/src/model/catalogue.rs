@@ -71,22 +71,38 @@ pub struct GpuModel {
 impl GpuModel {
     /// Lowest supported core clock, MHz.
     pub fn core_min_mhz(&self) -> u32 {
-        self.clock_table.iter().map(|t| t.core_min_mhz).min().unwrap_or(0)
+        self.clock_table
+            .iter()
+            .map(|t| t.core_min_mhz)
+            .min()
+            .unwrap_or(0)
     }
 
     /// Highest supported core clock, MHz.
     pub fn core_max_mhz(&self) -> u32 {
-        self.clock_table.iter().map(|t| t.core_max_mhz).max().unwrap_or(0)
+        self.clock_table
+            .iter()
+            .map(|t| t.core_max_mhz)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Lowest supported memory clock, MHz.
     pub fn mem_min_mhz(&self) -> u32 {
-        self.clock_table.iter().map(|t| t.mem_mhz).min().unwrap_or(0)
+        self.clock_table
+            .iter()
+            .map(|t| t.mem_mhz)
+            .min()
+            .unwrap_or(0)
     }
 
     /// Highest supported memory clock, MHz.
     pub fn mem_max_mhz(&self) -> u32 {
-        self.clock_table.iter().map(|t| t.mem_mhz).max().unwrap_or(0)
+        self.clock_table
+            .iter()
+            .map(|t| t.mem_mhz)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether the model supports MIG.
@@ -104,14 +120,12 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 40.0,
         core_default_mhz: 1095,
         mem_default_mhz: 1215,
-        clock_table: &[
-            MemClockSteps {
-                mem_mhz: 1215,
-                core_max_mhz: 1410,
-                core_min_mhz: 210,
-                core_step_mhz: 15.0,
-            },
-        ],
+        clock_table: &[MemClockSteps {
+            mem_mhz: 1215,
+            core_max_mhz: 1410,
+            core_min_mhz: 210,
+            core_step_mhz: 15.0,
+        }],
         power_min_w: 100.0,
         power_default_w: 400.0,
         power_max_w: 400.0,
@@ -125,14 +139,12 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 80.0,
         core_default_mhz: 1275,
         mem_default_mhz: 1593,
-        clock_table: &[
-            MemClockSteps {
-                mem_mhz: 1593,
-                core_max_mhz: 1410,
-                core_min_mhz: 210,
-                core_step_mhz: 15.0,
-            },
-        ],
+        clock_table: &[MemClockSteps {
+            mem_mhz: 1593,
+            core_max_mhz: 1410,
+            core_min_mhz: 210,
+            core_step_mhz: 15.0,
+        }],
         power_min_w: 100.0,
         power_default_w: 400.0,
         power_max_w: 400.0,
@@ -146,14 +158,12 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 80.0,
         core_default_mhz: 1980,
         mem_default_mhz: 2619,
-        clock_table: &[
-            MemClockSteps {
-                mem_mhz: 2619,
-                core_max_mhz: 1980,
-                core_min_mhz: 345,
-                core_step_mhz: 15.0,
-            },
-        ],
+        clock_table: &[MemClockSteps {
+            mem_mhz: 2619,
+            core_max_mhz: 1980,
+            core_min_mhz: 345,
+            core_step_mhz: 15.0,
+        }],
         power_min_w: 200.0,
         power_default_w: 700.0,
         power_max_w: 700.0,
@@ -167,14 +177,12 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 80.0,
         core_default_mhz: 1755,
         mem_default_mhz: 1593,
-        clock_table: &[
-            MemClockSteps {
-                mem_mhz: 1593,
-                core_max_mhz: 1755,
-                core_min_mhz: 345,
-                core_step_mhz: 15.0,
-            },
-        ],
+        clock_table: &[MemClockSteps {
+            mem_mhz: 1593,
+            core_max_mhz: 1755,
+            core_min_mhz: 345,
+            core_step_mhz: 15.0,
+        }],
         power_min_w: 200.0,
         power_default_w: 350.0,
         power_max_w: 350.0,
@@ -188,14 +196,12 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 32.0,
         core_default_mhz: 1290,
         mem_default_mhz: 877,
-        clock_table: &[
-            MemClockSteps {
-                mem_mhz: 877,
-                core_max_mhz: 1530,
-                core_min_mhz: 135,
-                core_step_mhz: 7.5,
-            },
-        ],
+        clock_table: &[MemClockSteps {
+            mem_mhz: 877,
+            core_max_mhz: 1530,
+            core_min_mhz: 135,
+            core_step_mhz: 7.5,
+        }],
         power_min_w: 150.0,
         power_default_w: 300.0,
         power_max_w: 300.0,
@@ -296,7 +302,11 @@ mod tests {
         for m in CATALOGUE {
             let top = &m.clock_table[0];
             assert_eq!(top.mem_mhz, m.mem_default_mhz, "{}", m.name);
-            assert!(top.core_clocks().contains(&m.core_default_mhz), "{}", m.name);
+            assert!(
+                top.core_clocks().contains(&m.core_default_mhz),
+                "{}",
+                m.name
+            );
         }
         assert!(lookup("RTX 9090").is_none());
     }
@@ -304,7 +314,10 @@ mod tests {
     #[test]
     fn clock_tables_step_as_the_driver_lists_them() {
         let a100 = lookup("A100-SXM4-40GB").unwrap().clock_table[0].core_clocks();
-        assert_eq!((a100.len(), a100[0], a100[1], a100[80]), (81, 1410, 1395, 210));
+        assert_eq!(
+            (a100.len(), a100[0], a100[1], a100[80]),
+            (81, 1410, 1395, 210)
+        );
         let v100 = lookup("V100-SXM2-32GB").unwrap().clock_table[0].core_clocks();
         assert_eq!(&v100[..4], &[1530, 1522, 1515, 1507]);
         assert_eq!(*v100.last().unwrap(), 135);
