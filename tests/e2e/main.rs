@@ -7,4 +7,5 @@
 mod baseline_rules;
 mod cli;
 mod harness;
+mod inspect;
 mod plugin_loading;

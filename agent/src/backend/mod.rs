@@ -7,6 +7,7 @@
 
 mod error;
 pub mod mock;
+mod snapshot;
 mod types;
 
 #[cfg(test)]
@@ -15,6 +16,7 @@ mod conformance;
 use std::time::Duration;
 
 pub use error::{BackendError, On, Result};
+pub use snapshot::Snapshot;
 pub use types::*;
 
 /// Everything the agent reads from and does to GPUs.

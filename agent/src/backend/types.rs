@@ -1,7 +1,9 @@
 //! What a backend reads and writes, in domain units: MHz, mW, mJ, bytes, °C, %.
 
+use serde::Serialize;
+
 /// What identifies a GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceInfo {
     /// NVML index, 0..
     pub index: u32,
@@ -18,7 +20,7 @@ pub struct DeviceInfo {
 }
 
 /// Device memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MemoryInfo {
     /// Total bytes.
     pub total_bytes: u64,
@@ -27,7 +29,7 @@ pub struct MemoryInfo {
 }
 
 /// The two clock domains a GPU lets one set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum ClockDomain {
     /// Graphics (SM) clock.
     Core,
@@ -36,7 +38,7 @@ pub enum ClockDomain {
 }
 
 /// Readings of one clock domain (MHz); `None` where the driver has no reading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ClockReadings {
     /// The clock now.
     pub current: Option<u32>,
@@ -49,7 +51,7 @@ pub struct ClockReadings {
 }
 
 /// Supported core clocks at one memory clock, highest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SupportedClocks {
     /// Memory clock, MHz.
     pub mem_mhz: u32,
@@ -58,7 +60,7 @@ pub struct SupportedClocks {
 }
 
 /// An inclusive clock range (MHz) for locking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ClockRange {
     /// Lower bound.
     pub min_mhz: u32,
@@ -67,7 +69,7 @@ pub struct ClockRange {
 }
 
 /// A (core, memory) pair of application clocks, MHz.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ClockPair {
     /// Core clock.
     pub core_mhz: u32,
@@ -76,7 +78,7 @@ pub struct ClockPair {
 }
 
 /// Power management limit and its constraints (mW).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PowerLimits {
     /// The limit now.
     pub current_mw: u32,
@@ -96,7 +98,7 @@ impl PowerLimits {
 }
 
 /// Utilisation over the driver's last sample period (%).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Utilization {
     /// Share of time a kernel ran.
     pub gpu_pct: u32,
@@ -105,7 +107,7 @@ pub struct Utilization {
 }
 
 /// A process using a GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuProcess {
     /// Process id.
     pub pid: u32,
@@ -118,7 +120,7 @@ pub struct GpuProcess {
 }
 
 /// MIG mode: what it is and what it will be after the next reset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MigMode {
     /// Enabled now.
     pub current: bool,
@@ -127,7 +129,7 @@ pub struct MigMode {
 }
 
 /// Where a GPU instance sits: memory slices `start..start + size`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Placement {
     /// First memory slice.
     pub start: u32,
@@ -143,7 +145,7 @@ impl Placement {
 }
 
 /// A GPU-instance profile as the driver reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuInstanceProfile {
     /// The driver's profile id (19 for 1g, 0 for 7g, ...).
     pub id: u32,
@@ -160,7 +162,7 @@ pub struct GpuInstanceProfile {
 }
 
 /// A GPU instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuInstance {
     /// Instance id, unique on its GPU.
     pub id: u32,
@@ -171,7 +173,7 @@ pub struct GpuInstance {
 }
 
 /// A compute-instance profile inside a GPU instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ComputeInstanceProfile {
     /// The driver's profile id.
     pub id: u32,
@@ -182,7 +184,7 @@ pub struct ComputeInstanceProfile {
 }
 
 /// A compute instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ComputeInstance {
     /// Instance id, unique in its GPU instance.
     pub id: u32,
@@ -193,7 +195,7 @@ pub struct ComputeInstance {
 }
 
 /// A MIG device: what CUDA sees for one compute instance.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MigDevice {
     /// `MIG-…` UUID.
     pub uuid: String,
@@ -206,7 +208,7 @@ pub struct MigDevice {
 }
 
 /// Something the driver reported about a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DeviceEvent {
     /// The GPU.
     pub gpu: u32,
@@ -215,7 +217,7 @@ pub struct DeviceEvent {
 }
 
 /// Kinds of device events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum DeviceEventKind {
     /// A critical XID error, with its code.
     Xid(u64),

@@ -1,5 +1,6 @@
 //! `gpuctl`: the gpu-agent command line.
 
+mod inspect;
 mod simulate;
 
 use std::io::Write;
@@ -18,6 +19,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Simulate(simulate::Args),
+    Inspect(inspect::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
+        Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
