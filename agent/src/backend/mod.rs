@@ -1,11 +1,12 @@
 //! GPU backends: one trait in domain units, a mock that behaves like the driver,
-//! and the real NVML backend.
+//! and the real NVML backend ([`nvml::NvmlBackend`]).
 //!
 //! Readings return `Ok(None)` where the device cannot give them, never 0; writes
 //! return `Err(NotSupported)` there. Every error names the GPU and the driver
 //! call. GPUs are addressed by NVML index.
 
 mod error;
+pub mod nvml;
 mod types;
 
 use std::time::Duration;
