@@ -1,5 +1,5 @@
 //! GPU backends: one trait in domain units, a mock that behaves like the driver,
-//! and the real NVML backend.
+//! and the real NVML backend ([`nvml::NvmlBackend`]).
 //!
 //! Readings return `Ok(None)` where the device cannot give them, never 0; writes
 //! return `Err(NotSupported)` there. Every error names the GPU and the driver
@@ -7,6 +7,7 @@
 
 mod error;
 pub mod mock;
+pub mod nvml;
 mod snapshot;
 mod types;
 

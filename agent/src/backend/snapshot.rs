@@ -5,8 +5,7 @@ use serde::Serialize;
 
 use super::{
     ClockDomain, ClockReadings, DeviceInfo, GpuBackend, GpuInstance, GpuInstanceProfile,
-    GpuProcess, MemoryInfo, MigDevice, MigMode, PowerLimits, Result, SupportedClocks,
-    Utilization,
+    GpuProcess, MemoryInfo, MigDevice, MigMode, PowerLimits, Result, SupportedClocks, Utilization,
 };
 
 /// The readings of one GPU. A reading the device does not support is `None`
@@ -76,8 +75,16 @@ impl Snapshot {
                 Some(_) => optional(b.gpu_instance_profiles(gpu))?.unwrap_or_default(),
                 None => Vec::new(),
             },
-            gpu_instances: if mig_on { b.gpu_instances(gpu)? } else { Vec::new() },
-            mig_devices: if mig_on { b.mig_devices(gpu)? } else { Vec::new() },
+            gpu_instances: if mig_on {
+                b.gpu_instances(gpu)?
+            } else {
+                Vec::new()
+            },
+            mig_devices: if mig_on {
+                b.mig_devices(gpu)?
+            } else {
+                Vec::new()
+            },
         })
     }
 }

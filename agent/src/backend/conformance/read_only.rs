@@ -5,6 +5,7 @@
 //! returns a report of what it read.
 
 use std::fmt::Write;
+use std::time::Duration;
 
 use super::{as_dyn, mock, process, EVERY_MODEL};
 use crate::backend::{ClockDomain, GpuBackend, Placement};
@@ -319,4 +320,11 @@ fn mock_satisfies_the_read_only_suite_idle_and_busy() {
         report.contains("GPU 0: 1 GPU instance(s), 1 MIG device(s)"),
         "{report}"
     );
+}
+#[test]
+#[ignore = "needs an NVIDIA GPU and driver; reads only"]
+fn nvml_read_only() {
+    let b = crate::backend::nvml::NvmlBackend::new().expect("NVML");
+    let report = check(&b, &|| std::thread::sleep(Duration::from_secs(1)));
+    println!("{report}");
 }

@@ -120,7 +120,10 @@ fn text(s: &Snapshot) -> String {
             }
         ),
     );
-    row("energy", format!("{} mJ since the driver loaded", or_na(s.energy_mj)));
+    row(
+        "energy",
+        format!("{} mJ since the driver loaded", or_na(s.energy_mj)),
+    );
     row(
         "utilisation",
         s.utilization.map_or("n/a".to_string(), |u| {
