@@ -54,7 +54,7 @@ fn inspect_prints_one_block_per_gpu() {
     let text = success(&out);
     assert!(text.starts_with("GPU 3  Tesla T4  (Turing)\n"), "{text}");
     assert!(
-        text.contains("  power         10.0 W now; limit 70.0 W (60.0-70.0 W, default 70.0 W)\n"),
+        text.contains("  power         10.0 W now; limit 70.0 W (settable 60.0 W to 70.0 W, default 70.0 W)\n"),
         "{text}"
     );
     assert!(

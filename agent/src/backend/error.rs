@@ -122,6 +122,15 @@ impl BackendError {
 /// Result of a backend call.
 pub type Result<T> = std::result::Result<T, BackendError>;
 
+/// A reading: `Ok(None)` where the device does not support it.
+pub fn optional<T>(reading: Result<T>) -> Result<Option<T>> {
+    match reading {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.is_not_supported() => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ mod conformance;
 
 use std::time::Duration;
 
-pub use error::{BackendError, On, Result};
+pub use error::{optional, BackendError, On, Result};
 pub use snapshot::Snapshot;
 pub use types::*;
 
@@ -78,7 +78,7 @@ pub trait GpuBackend: Send + Sync {
     fn create_gpu_instance(&self, gpu: u32, profile_id: u32, start: u32) -> Result<GpuInstance>;
     /// Destroys a GPU instance; fails while it holds compute instances.
     fn destroy_gpu_instance(&self, gpu: u32, instance: u32) -> Result<()>;
-    /// The GPU instances, by id.
+    /// The GPU instances, by id (none while MIG is off or unsupported).
     fn gpu_instances(&self, gpu: u32) -> Result<Vec<GpuInstance>>;
     /// Compute-instance profiles of a GPU instance.
     fn compute_instance_profiles(
@@ -97,7 +97,8 @@ pub trait GpuBackend: Send + Sync {
     fn destroy_compute_instance(&self, gpu: u32, gpu_instance: u32, instance: u32) -> Result<()>;
     /// The compute instances of a GPU instance, by id.
     fn compute_instances(&self, gpu: u32, gpu_instance: u32) -> Result<Vec<ComputeInstance>>;
-    /// The MIG devices (one per compute instance) with their UUIDs.
+    /// The MIG devices (one per compute instance) with their UUIDs (none while
+    /// MIG is off or unsupported).
     fn mig_devices(&self, gpu: u32) -> Result<Vec<MigDevice>>;
 
     /// Waits up to `timeout` for the next XID or GPU-lost event on any GPU.

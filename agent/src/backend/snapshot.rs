@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{
-    ClockDomain, ClockReadings, DeviceInfo, GpuBackend, GpuInstance, GpuInstanceProfile,
+    optional, ClockDomain, ClockReadings, DeviceInfo, GpuBackend, GpuInstance, GpuInstanceProfile,
     GpuProcess, MemoryInfo, MigDevice, MigMode, PowerLimits, Result, SupportedClocks, Utilization,
 };
 
@@ -38,26 +38,16 @@ pub struct Snapshot {
     pub mig_mode: Option<MigMode>,
     /// GPU-instance profiles (empty without MIG).
     pub gpu_instance_profiles: Vec<GpuInstanceProfile>,
-    /// GPU instances (empty unless MIG is on).
+    /// GPU instances (empty while MIG is off).
     pub gpu_instances: Vec<GpuInstance>,
-    /// MIG devices (empty unless MIG is on).
+    /// MIG devices (empty while MIG is off).
     pub mig_devices: Vec<MigDevice>,
-}
-
-/// `Ok(None)` for `NotSupported`.
-fn optional<T>(r: Result<T>) -> Result<Option<T>> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_not_supported() => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 impl Snapshot {
     /// Reads GPU `gpu`; changes nothing.
     pub fn read(b: &dyn GpuBackend, gpu: u32) -> Result<Snapshot> {
         let mig_mode = b.mig_mode(gpu)?;
-        let mig_on = mig_mode.is_some_and(|m| m.current);
         Ok(Snapshot {
             info: b.device_info(gpu)?,
             memory: b.memory(gpu)?,
@@ -75,16 +65,8 @@ impl Snapshot {
                 Some(_) => optional(b.gpu_instance_profiles(gpu))?.unwrap_or_default(),
                 None => Vec::new(),
             },
-            gpu_instances: if mig_on {
-                b.gpu_instances(gpu)?
-            } else {
-                Vec::new()
-            },
-            mig_devices: if mig_on {
-                b.mig_devices(gpu)?
-            } else {
-                Vec::new()
-            },
+            gpu_instances: b.gpu_instances(gpu)?,
+            mig_devices: b.mig_devices(gpu)?,
         })
     }
 }

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use super::{BackendError, Result};
+
 /// What identifies a GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeviceInfo {
@@ -66,6 +68,20 @@ pub struct ClockRange {
     pub min_mhz: u32,
     /// Upper bound.
     pub max_mhz: u32,
+}
+
+impl ClockRange {
+    /// `InvalidArgument` (naming `gpu` and `call`) unless `min <= max`.
+    pub fn check(&self, gpu: u32, call: &'static str) -> Result<()> {
+        if self.min_mhz > self.max_mhz {
+            return Err(BackendError::invalid(
+                gpu,
+                call,
+                format!("min {} MHz > max {} MHz", self.min_mhz, self.max_mhz),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A (core, memory) pair of application clocks, MHz.

@@ -206,7 +206,7 @@ fn models_without_mig_refuse_every_mig_call() {
         assert_eq!(outcome(&b.set_mig_mode(0, true)), "NotSupported");
         assert_eq!(outcome(&b.gpu_instance_profiles(0)), "NotSupported");
         assert_eq!(outcome(&b.create_gpu_instance(0, 19, 0)), "NotSupported");
-        assert_eq!(outcome(&b.gpu_instances(0)), "NotSupported");
+        assert_eq!(b.gpu_instances(0).unwrap(), vec![]);
         assert_eq!(b.mig_devices(0).unwrap(), vec![]);
     }
 }
@@ -297,6 +297,13 @@ fn compute_instances_share_their_gpu_instance() {
     assert!(devices
         .iter()
         .all(|d| d.uuid.starts_with("MIG-") && d.memory_bytes == 19968 << 20));
+
+    // A re-created compute instance is a new MIG device.
+    b.destroy_compute_instance(0, gi.id, 2).unwrap();
+    assert_eq!(b.create_compute_instance(0, gi.id, 0).unwrap().id, 2);
+    let again = b.mig_devices(0).unwrap();
+    assert_eq!(again[..2], devices[..2]);
+    assert_ne!(again[2].uuid, devices[2].uuid);
 
     assert_eq!(outcome(&b.destroy_gpu_instance(0, gi.id)), "InUse");
     let in_ci = MockProcess {

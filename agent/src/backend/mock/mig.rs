@@ -41,6 +41,8 @@ pub(super) struct MigState {
     table: &'static MigTable,
     mode: MigMode,
     instances: Vec<MockGi>,
+    /// Compute instances ever created: a re-created instance gets a new UUID.
+    created: u64,
 }
 
 impl MigState {
@@ -53,6 +55,7 @@ impl MigState {
                 pending: false,
             },
             instances: Vec::new(),
+            created: 0,
         }
     }
 
@@ -223,17 +226,15 @@ impl MigState {
         Ok(())
     }
 
-    pub fn gis(&self, gpu: u32) -> Result<Vec<GpuInstance>> {
-        self.require_enabled(gpu, "nvmlDeviceGetGpuInstances")?;
-        Ok(self
-            .instances
-            .iter()
+    /// The GPU instances (none while MIG is off).
+    pub fn gis(&self) -> Vec<GpuInstance> {
+        self.instances()
             .map(|gi| GpuInstance {
                 id: gi.id,
                 profile_id: gi.profile.id,
                 placement: gi.placement,
             })
-            .collect())
+            .collect()
     }
 
     pub fn ci_profiles(&self, gpu: u32, gi: u32) -> Result<Vec<ComputeInstanceProfile>> {
@@ -275,11 +276,14 @@ impl MigState {
             ));
         }
         let id = lowest_free(g.cis.iter().map(|ci| ci.id), 0);
+        let uuid = uuid("MIG", &[u64::from(gpu), self.created]);
+        self.created += 1;
+        let g = self.gi_mut(gpu, gi, CREATE_CI)?;
         g.cis.push(MockCi {
             id,
             profile_id,
             slices,
-            uuid: uuid("MIG", &[u64::from(gpu), u64::from(gi), u64::from(id)]),
+            uuid,
         });
         g.cis.sort_by_key(|ci| ci.id);
         Ok(ComputeInstance {

@@ -21,7 +21,7 @@ pub use gpu::{Controls, MockProcess};
 use self::faults::Faults;
 use self::gpu::{watts_to_mw, MockGpu};
 use super::{
-    BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
+    optional, BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
     ComputeInstanceProfile, DeviceEvent, DeviceEventKind, DeviceInfo, GpuBackend, GpuInstance,
     GpuInstanceProfile, GpuProcess, MemoryInfo, MigDevice, MigMode, On, Placement, PowerLimits,
     Result, SupportedClocks, Utilization,
@@ -140,11 +140,7 @@ impl MockBackend {
         call: &'static str,
         f: impl FnOnce(&mut MockGpu) -> Result<T>,
     ) -> Result<Option<T>> {
-        match self.on_gpu(gpu, method, call, String::new(), f) {
-            Ok(v) => Ok(Some(v)),
-            Err(e) if e.is_not_supported() => Ok(None),
-            Err(e) => Err(e),
-        }
+        optional(self.on_gpu(gpu, method, call, String::new(), f))
     }
 
     /// Starts a process on `gpu` (what an executor does when a task starts).
@@ -280,23 +276,17 @@ impl MockBackend {
 
 /// A deterministic UUID, `PREFIX-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, from `seed`.
 fn uuid(prefix: &str, seed: &[u64]) -> String {
-    // splitmix64 over the seed words: stable across runs and platforms.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ prefix.len() as u64;
-    let mut next = || {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
+    // The splitmix64 finaliser: every input bit reaches every output bit.
+    fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
-    };
-    let mut hi = 0;
-    let mut lo = 0;
-    for &s in seed {
-        hi ^= next().wrapping_add(s);
-        lo ^= next().wrapping_mul(s | 1);
     }
-    hi = hi.wrapping_add(next());
-    lo = lo.wrapping_add(next());
+    let state = seed
+        .iter()
+        .fold(mix(prefix.len() as u64), |h, &s| mix(h ^ mix(s)));
+    let (hi, lo) = (mix(state), mix(!state));
     format!(
         "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         hi >> 32,
@@ -320,13 +310,7 @@ fn round_range(
     clocks: &[u32],
     range: ClockRange,
 ) -> Result<ClockRange> {
-    if range.min_mhz > range.max_mhz {
-        return Err(BackendError::invalid(
-            gpu,
-            call,
-            format!("min {} MHz > max {} MHz", range.min_mhz, range.max_mhz),
-        ));
-    }
+    range.check(gpu, call)?;
     match (
         nearest(clocks, range.min_mhz),
         nearest(clocks, range.max_mhz),
@@ -708,13 +692,13 @@ impl GpuBackend for MockBackend {
     }
 
     fn gpu_instances(&self, gpu: u32) -> Result<Vec<GpuInstance>> {
-        const CALL: &str = "nvmlDeviceGetGpuInstances";
-        self.on_gpu(gpu, "gpu_instances", CALL, String::new(), |g| {
-            g.mig
-                .as_ref()
-                .ok_or_else(|| BackendError::not_supported(gpu, CALL))?
-                .gis(gpu)
-        })
+        self.on_gpu(
+            gpu,
+            "gpu_instances",
+            "nvmlDeviceGetGpuInstances",
+            String::new(),
+            |g| Ok(g.mig.as_ref().map(|m| m.gis()).unwrap_or_default()),
+        )
     }
 
     fn compute_instance_profiles(

@@ -6,6 +6,8 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_RESOURCES,
 };
 
+#[cfg(test)]
+use crate::backend::optional;
 use crate::backend::{BackendError, On, Result};
 
 /// `NVML_ERROR_INSUFFICIENT_RESOURCES`, which nvml-wrapper 0.13 has no variant for.
@@ -97,15 +99,6 @@ pub(super) fn missing(err: BackendError, what: impl FnOnce() -> String) -> Backe
             what: what(),
         },
         other => other,
-    }
-}
-
-/// A reading: `None` where the device does not support it.
-pub(super) fn optional<T>(reading: Result<T>) -> Result<Option<T>> {
-    match reading {
-        Ok(value) => Ok(Some(value)),
-        Err(err) if err.is_not_supported() => Ok(None),
-        Err(err) => Err(err),
     }
 }
 

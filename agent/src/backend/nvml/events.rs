@@ -10,7 +10,8 @@ use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::struct_wrappers::event::EventData;
 use nvml_wrapper::{EventSet, Nvml};
 
-use super::errors::{on_gpu, on_host, optional, symbol};
+use super::errors::{on_gpu, on_host, symbol};
+use crate::backend::optional;
 use crate::backend::{BackendError, DeviceEvent, DeviceEventKind, On, Result};
 
 const WAIT: &str = "nvmlEventSetWait_v2";

@@ -15,11 +15,11 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
 
-use self::errors::{on_gpu, on_host, optional};
+use self::errors::{on_gpu, on_host};
 use self::events::Events;
 use self::mig::Mig;
 use super::{
-    BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
+    optional, BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
     ComputeInstanceProfile, DeviceEvent, DeviceInfo, GpuBackend, GpuInstance, GpuInstanceProfile,
     GpuProcess, MemoryInfo, MigDevice, MigMode, PowerLimits, Result, SupportedClocks, Utilization,
 };
@@ -114,21 +114,6 @@ fn min_clock(device: &Device<'static>, gpu: u32, domain: ClockDomain) -> Result<
         )?
         .and_then(|clocks| clocks.into_iter().min()),
     })
-}
-
-/// `InvalidArgument` unless `range` runs upwards.
-fn check_range(gpu: u32, call: &'static str, range: ClockRange) -> Result<()> {
-    if range.min_mhz > range.max_mhz {
-        return Err(BackendError::invalid(
-            gpu,
-            call,
-            format!(
-                "clock range {}..={} MHz runs backwards",
-                range.min_mhz, range.max_mhz
-            ),
-        ));
-    }
-    Ok(())
 }
 
 fn clock_table(device: &Device<'static>, gpu: u32) -> Result<Vec<SupportedClocks>> {
@@ -258,7 +243,7 @@ impl GpuBackend for NvmlBackend {
 
     fn lock_core_clocks(&self, gpu: u32, range: ClockRange) -> Result<()> {
         const CALL: &str = "nvmlDeviceSetGpuLockedClocks";
-        check_range(gpu, CALL, range)?;
+        range.check(gpu, CALL)?;
         self.device(gpu)?
             .set_gpu_locked_clocks(GpuLockedClocksSetting::Numeric {
                 min_clock_mhz: range.min_mhz,
@@ -275,7 +260,7 @@ impl GpuBackend for NvmlBackend {
 
     fn lock_memory_clocks(&self, gpu: u32, range: ClockRange) -> Result<()> {
         const CALL: &str = "nvmlDeviceSetMemoryLockedClocks";
-        check_range(gpu, CALL, range)?;
+        range.check(gpu, CALL)?;
         self.device(gpu)?
             .set_mem_locked_clocks(range.min_mhz, range.max_mhz)
             .map_err(on_gpu(gpu, CALL))
@@ -548,29 +533,5 @@ mod tests {
         ];
         assert_eq!(lowest_core(&table), Some(210));
         assert_eq!(lowest_core(&[]), None);
-    }
-
-    #[test]
-    fn backwards_clock_ranges_are_refused() {
-        let range = ClockRange {
-            min_mhz: 1410,
-            max_mhz: 210,
-        };
-        assert_eq!(
-            check_range(2, "nvmlDeviceSetGpuLockedClocks", range),
-            Err(BackendError::invalid(
-                2,
-                "nvmlDeviceSetGpuLockedClocks",
-                "clock range 1410..=210 MHz runs backwards"
-            ))
-        );
-        let range = ClockRange {
-            min_mhz: 210,
-            max_mhz: 210,
-        };
-        assert_eq!(
-            check_range(2, "nvmlDeviceSetGpuLockedClocks", range),
-            Ok(())
-        );
     }
 }

@@ -110,7 +110,7 @@ fn text(s: &Snapshot) -> String {
             s.power_mw.map_or("n/a".to_string(), watts),
             match s.power_limits {
                 Some(l) => format!(
-                    "limit {} ({}-{}, default {})",
+                    "limit {} (settable {} to {}, default {})",
                     watts(l.current_mw),
                     watts(l.min_mw),
                     watts(l.max_mw),
