@@ -7,6 +7,7 @@
 //! energy against the power model, and injected faults.
 
 mod controls;
+mod energy_property;
 mod faults;
 mod mig_rules;
 mod read_only;
