@@ -92,9 +92,10 @@ impl MockBackend {
         let result = (|| {
             if let Some(g) = gpu {
                 let count = st.gpus.len();
-                let device = st.gpus.get_mut(g as usize).ok_or_else(|| {
-                    BackendError::invalid(g, call, format!("no such GPU: the host has {count}"))
-                })?;
+                let device = st
+                    .gpus
+                    .get_mut(g as usize)
+                    .ok_or_else(|| no_such_gpu(g, call, count))?;
                 if device.lost {
                     return Err(BackendError::GpuLost {
                         on: On(Some(g)),
@@ -148,12 +149,13 @@ impl MockBackend {
     /// the free memory of its GPU or GPU instance.
     pub fn start_process(&self, gpu: u32, process: MockProcess) -> Result<()> {
         const CALL: &str = "mock: start process";
-        let now = self.clock.now();
         let mut st = self.lock();
+        let now = self.clock.now();
         let count = st.gpus.len();
-        let g = st.gpus.get_mut(gpu as usize).ok_or_else(|| {
-            BackendError::invalid(gpu, CALL, format!("no such GPU: the host has {count}"))
-        })?;
+        let g = st
+            .gpus
+            .get_mut(gpu as usize)
+            .ok_or_else(|| no_such_gpu(gpu, CALL, count))?;
         if g.lost {
             return Err(BackendError::GpuLost {
                 on: On(Some(gpu)),
@@ -214,12 +216,13 @@ impl MockBackend {
     /// Ends process `pid` on `gpu`.
     pub fn end_process(&self, gpu: u32, pid: u32) -> Result<()> {
         const CALL: &str = "mock: end process";
-        let now = self.clock.now();
         let mut st = self.lock();
+        let now = self.clock.now();
+        let count = st.gpus.len();
         let g = st
             .gpus
             .get_mut(gpu as usize)
-            .ok_or_else(|| BackendError::not_found(gpu, CALL, format!("GPU {gpu}")))?;
+            .ok_or_else(|| no_such_gpu(gpu, CALL, count))?;
         let at = g
             .processes
             .iter()
@@ -236,8 +239,8 @@ impl MockBackend {
     /// # Panics
     /// If a fault names something that is not a `GpuBackend` method.
     pub fn inject(&self, gpu: u32, fault: Fault) {
-        let now = self.clock.now();
         let mut st = self.lock();
+        let now = self.clock.now();
         match fault {
             Fault::GpuLost => {
                 if let Some(g) = st.gpus.get_mut(gpu as usize) {
@@ -272,6 +275,11 @@ impl MockBackend {
     pub fn controls(&self, gpu: u32) -> Option<Controls> {
         self.lock().gpus.get(gpu as usize).map(|g| g.controls)
     }
+}
+
+/// The error for a GPU index past the host's `count` GPUs (what NVML says of a bad index).
+fn no_such_gpu(gpu: u32, call: &'static str, count: usize) -> BackendError {
+    BackendError::invalid(gpu, call, format!("no such GPU: the host has {count}"))
 }
 
 /// A deterministic UUID, `PREFIX-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, from `seed`.
