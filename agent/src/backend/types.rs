@@ -177,6 +177,25 @@ pub struct GpuInstanceProfile {
     pub placements: Vec<Placement>,
 }
 
+impl std::fmt::Display for GpuInstanceProfile {
+    /// One row: id, name, slices, MiB, max count and `start:size` placements.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "profile id {:>2} {:<12} {} slice(s), {:>6} MiB, max {}, placements",
+            self.id,
+            self.name.as_deref().unwrap_or("-"),
+            self.slice_count,
+            self.memory_bytes >> 20,
+            self.max_count
+        )?;
+        for p in &self.placements {
+            write!(f, " {}:{}", p.start, p.size)?;
+        }
+        Ok(())
+    }
+}
+
 /// A GPU instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuInstance {

@@ -41,11 +41,6 @@ impl MigTable {
     pub fn profile(&self, id: u32) -> Option<&'static MigProfile> {
         self.profiles.iter().find(|p| p.id == id)
     }
-
-    /// The profile named `name` (e.g. `3g.20gb`).
-    pub fn profile_named(&self, name: &str) -> Option<&'static MigProfile> {
-        self.profiles.iter().find(|p| p.name == name)
-    }
 }
 
 const ALL_ONE: &[u32] = &[0, 1, 2, 3, 4, 5, 6];
@@ -154,7 +149,7 @@ mod tests {
     fn a100_40gb_matches_nvidias_table() {
         let t = &A100_40GB;
         let row = |name: &str| {
-            let p = t.profile_named(name).unwrap();
+            let p = t.profiles.iter().find(|p| p.name == name).unwrap();
             (p.id, p.max_count, p.placement_size, p.placement_starts)
         };
         assert_eq!(row("1g.5gb"), (19, 7, 1, &[0, 1, 2, 3, 4, 5, 6][..]));

@@ -177,22 +177,7 @@ fn check_mig(b: &dyn GpuBackend, gpu: u32, capable: bool, total: u64, report: &m
             "GPU {gpu}: profile {}",
             p.id
         );
-        let placements: Vec<String> = p
-            .placements
-            .iter()
-            .map(|pl| format!("{}:{}", pl.start, pl.size))
-            .collect();
-        writeln!(
-            report,
-            "GPU {gpu}: profile id {:>2} {:<12} {} slice(s), {:>6} MiB, max {}, placements {}",
-            p.id,
-            p.name.as_deref().unwrap_or("-"),
-            p.slice_count,
-            p.memory_bytes >> 20,
-            p.max_count,
-            placements.join(" ")
-        )
-        .unwrap();
+        writeln!(report, "GPU {gpu}: {p}").unwrap();
     }
     if !mode.current {
         return;

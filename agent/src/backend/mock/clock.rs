@@ -25,14 +25,6 @@ impl VirtualClock {
             *self.0.lock().unwrap_or_else(|e| e.into_inner()) += secs;
         }
     }
-
-    /// Moves the clock to `t` if that is later than now.
-    pub fn set(&self, t: f64) {
-        let mut now = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if t > *now {
-            *now = t;
-        }
-    }
 }
 
 impl Clock for VirtualClock {

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use clock::{Clock, SystemClock, VirtualClock};
-pub use faults::{Call, Fault, METHODS};
+pub use faults::{Call, Fault};
 pub use gpu::{Controls, MockProcess};
 
 use self::faults::Faults;
@@ -91,11 +91,7 @@ impl MockBackend {
         let now = self.clock.now();
         let result = (|| {
             if let Some(g) = gpu {
-                let count = st.gpus.len();
-                let device = st
-                    .gpus
-                    .get_mut(g as usize)
-                    .ok_or_else(|| no_such_gpu(g, call, count))?;
+                let device = gpu_mut(&mut st.gpus, g, call)?;
                 if device.lost {
                     return Err(BackendError::GpuLost {
                         on: On(Some(g)),
@@ -151,11 +147,7 @@ impl MockBackend {
         const CALL: &str = "mock: start process";
         let mut st = self.lock();
         let now = self.clock.now();
-        let count = st.gpus.len();
-        let g = st
-            .gpus
-            .get_mut(gpu as usize)
-            .ok_or_else(|| no_such_gpu(gpu, CALL, count))?;
+        let g = gpu_mut(&mut st.gpus, gpu, CALL)?;
         if g.lost {
             return Err(BackendError::GpuLost {
                 on: On(Some(gpu)),
@@ -218,11 +210,7 @@ impl MockBackend {
         const CALL: &str = "mock: end process";
         let mut st = self.lock();
         let now = self.clock.now();
-        let count = st.gpus.len();
-        let g = st
-            .gpus
-            .get_mut(gpu as usize)
-            .ok_or_else(|| no_such_gpu(gpu, CALL, count))?;
+        let g = gpu_mut(&mut st.gpus, gpu, CALL)?;
         let at = g
             .processes
             .iter()
@@ -277,9 +265,12 @@ impl MockBackend {
     }
 }
 
-/// The error for a GPU index past the host's `count` GPUs (what NVML says of a bad index).
-fn no_such_gpu(gpu: u32, call: &'static str, count: usize) -> BackendError {
-    BackendError::invalid(gpu, call, format!("no such GPU: the host has {count}"))
+/// GPU `gpu` of `gpus`; a bad index is refused as NVML refuses one.
+fn gpu_mut<'a>(gpus: &'a mut [MockGpu], gpu: u32, call: &'static str) -> Result<&'a mut MockGpu> {
+    let count = gpus.len();
+    gpus.get_mut(gpu as usize).ok_or_else(|| {
+        BackendError::invalid(gpu, call, format!("no such GPU: the host has {count}"))
+    })
 }
 
 /// A deterministic UUID, `PREFIX-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, from `seed`.

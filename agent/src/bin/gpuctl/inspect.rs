@@ -152,20 +152,7 @@ fn text(s: &Snapshot) -> String {
     };
     row("MIG", mig);
     for p in &s.gpu_instance_profiles {
-        let placements: Vec<String> = p
-            .placements
-            .iter()
-            .map(|pl| format!("{}:{}", pl.start, pl.size))
-            .collect();
-        out.push_str(&format!(
-            "    profile {:>2}  {:<11} {} slice(s) {:>6} MiB  max {}  placements {}\n",
-            p.id,
-            p.name.as_deref().unwrap_or("-"),
-            p.slice_count,
-            p.memory_bytes >> 20,
-            p.max_count,
-            placements.join(" ")
-        ));
+        out.push_str(&format!("    {p}\n"));
     }
     out
 }
