@@ -8,6 +8,7 @@
 //! - [`sim`]: the offline simulator that replays traces through the core.
 
 pub mod backend;
+pub mod contract;
 pub mod core;
 pub mod model;
 pub mod plugins;

@@ -1,0 +1,82 @@
+//! A device's properties on the wire (`org.gpuagent.Device1`).
+
+use serde::Serialize;
+
+use super::task::{owned, Dict};
+
+/// Every property of one `org.gpuagent.Device1` object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceStatus {
+    /// Device index.
+    pub index: u32,
+    /// GPU UUID.
+    pub uuid: String,
+    /// Product name.
+    pub name: String,
+    /// Memory, GB.
+    pub memory_gb: f64,
+    /// Work units per second at default clocks.
+    pub speed: f64,
+    /// Current core clock, MHz (0: not reported).
+    pub core_clock_mhz: u32,
+    /// Current memory clock, MHz (0: not reported).
+    pub mem_clock_mhz: u32,
+    /// Power draw, W (NaN: not reported).
+    pub power_w: f64,
+    /// Energy counter, J (NaN: not reported).
+    pub energy_j: f64,
+    /// GPU utilisation, 0..1 (NaN: not reported).
+    pub utilization: f64,
+    /// Whether MIG mode is on.
+    pub mig_enabled: bool,
+    /// The id of the task running on it, or `""`.
+    pub current_task: String,
+}
+
+impl DeviceStatus {
+    /// The properties as `GetAll` returns them (D-Bus property names).
+    pub fn to_dict(&self) -> Dict {
+        Dict::from([
+            ("Index".into(), owned(self.index)),
+            ("Uuid".into(), owned(self.uuid.as_str())),
+            ("Name".into(), owned(self.name.as_str())),
+            ("MemoryGb".into(), owned(self.memory_gb)),
+            ("Speed".into(), owned(self.speed)),
+            ("CoreClockMhz".into(), owned(self.core_clock_mhz)),
+            ("MemClockMhz".into(), owned(self.mem_clock_mhz)),
+            ("PowerW".into(), owned(self.power_w)),
+            ("EnergyJ".into(), owned(self.energy_j)),
+            ("Utilization".into(), owned(self.utilization)),
+            ("MigEnabled".into(), owned(self.mig_enabled)),
+            ("CurrentTask".into(), owned(self.current_task.as_str())),
+        ])
+    }
+
+    /// Reads the properties of one device object, as `GetAll` or
+    /// `GetManagedObjects` returns them.
+    pub fn from_dict(d: &Dict) -> Result<DeviceStatus, String> {
+        fn get<'a, T: TryFrom<&'a zbus::zvariant::Value<'a>>>(
+            d: &'a Dict,
+            key: &str,
+        ) -> Result<T, String> {
+            let v = d
+                .get(key)
+                .ok_or_else(|| format!("device without property {key}"))?;
+            T::try_from(v).map_err(|_| format!("device property {key} has the wrong type"))
+        }
+        Ok(DeviceStatus {
+            index: get(d, "Index")?,
+            uuid: get::<&str>(d, "Uuid")?.into(),
+            name: get::<&str>(d, "Name")?.into(),
+            memory_gb: get(d, "MemoryGb")?,
+            speed: get(d, "Speed")?,
+            core_clock_mhz: get(d, "CoreClockMhz")?,
+            mem_clock_mhz: get(d, "MemClockMhz")?,
+            power_w: get(d, "PowerW")?,
+            energy_j: get(d, "EnergyJ")?,
+            utilization: get(d, "Utilization")?,
+            mig_enabled: get(d, "MigEnabled")?,
+            current_task: get::<&str>(d, "CurrentTask")?.into(),
+        })
+    }
+}
