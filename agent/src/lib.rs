@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod contract;
 pub mod core;
+pub mod daemon;
 pub mod model;
 pub mod plugins;
 pub mod sim;

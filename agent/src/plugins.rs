@@ -58,6 +58,16 @@ pub struct PolicyInstance {
     pub policy: PolicyBox,
 }
 
+/// Where plugins are looked for by default: the packaged directory when the
+/// agent was built with `GPU_AGENT_PLUGIN_DIR`, else the running binary's.
+pub fn default_dir() -> std::io::Result<PathBuf> {
+    if let Some(dir) = option_env!("GPU_AGENT_PLUGIN_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe()?;
+    Ok(exe.parent().unwrap_or(Path::new("/")).to_path_buf())
+}
+
 /// The built-in FIFO order the core falls back to when a policy fails.
 pub fn builtin_fifo() -> PolicyInstance {
     PolicyInstance {

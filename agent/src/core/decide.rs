@@ -152,7 +152,7 @@ impl Core {
         })
     }
 
-    fn take_pending(&mut self, task: TaskKey) {
+    pub(super) fn take_pending(&mut self, task: TaskKey) {
         // Tasks usually leave from the back (just arrived) or the front (oldest).
         let at = self
             .pending

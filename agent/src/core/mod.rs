@@ -201,26 +201,20 @@ impl Core {
         &self.pending
     }
 
+    /// Why no set of this host's devices could ever hold `spec`, if none could:
+    /// the reason [`Core::submit`] would reject it with.
+    pub fn refusal(&self, spec: &TaskSpec) -> Option<String> {
+        self.unschedulable(&task_of(0, spec.clone()))
+    }
+
     /// Accepts a task at `now`; returns its key and what to do.
     pub fn submit(&mut self, now: f64, spec: TaskSpec) -> (TaskKey, Vec<Action>) {
         self.advance(now);
         let key = self.tasks.len() as TaskKey;
-        self.tasks.push(Task {
-            key,
-            id: spec.id.into(),
-            arrival: spec.arrival,
-            workload: spec.workload,
-            mem_gb: spec.mem_gb,
-            deadline: spec.deadline,
-            weight: spec.weight,
-            gpus: spec.gpus,
-            runtimes: spec.runtimes.into(),
-            app: spec.app,
-            state: TaskState::Pending,
-        });
+        self.tasks.push(task_of(key, spec));
         self.placements.push(None);
         let mut actions = Vec::new();
-        if let Some(reason) = self.unschedulable(key) {
+        if let Some(reason) = self.unschedulable(&self.tasks[key as usize]) {
             self.tasks[key as usize].state = TaskState::Rejected;
             actions.push(Action::Reject { task: key, reason });
             return (key, actions);
@@ -258,6 +252,50 @@ impl Core {
         actions
     }
 
+    /// Withdraws a task that has not started: from the pending queue, or from
+    /// its devices' local queues. The policy hears of it as
+    /// [`Event::Finished`] with `ok: false`.
+    pub fn cancel(&mut self, now: f64, key: TaskKey) -> Result<Vec<Action>, String> {
+        self.advance(now);
+        let task = self
+            .tasks
+            .get(key as usize)
+            .ok_or_else(|| format!("no task key {key}"))?;
+        match task.state {
+            TaskState::Pending => self.take_pending(key),
+            TaskState::Queued => {
+                let placement = self.placements[key as usize]
+                    .take()
+                    .expect("queued task has a placement");
+                for &d in &placement.devices {
+                    let slot = &mut self.slots[d as usize];
+                    let at = slot.head
+                        + slot
+                            .live_queue()
+                            .iter()
+                            .position(|&k| k == key)
+                            .expect("queued task is in its devices' queues");
+                    slot.queue.remove(at);
+                    self.touch(d);
+                }
+                self.projection_stale = true;
+            }
+            state => return Err(format!("task {} is {state:?}, not waiting", task.id)),
+        }
+        self.tasks[key as usize].state = TaskState::Done;
+        self.unfinished -= 1;
+        let mut actions = Vec::new();
+        self.consult(
+            Event::Finished {
+                task: key,
+                ok: false,
+            },
+            &mut actions,
+        );
+        self.dispatch(&mut actions);
+        Ok(actions)
+    }
+
     /// Replaces the policy; the new one is offered every pending task.
     pub fn set_policy(&mut self, now: f64, policy: PolicyInstance) -> Vec<Action> {
         self.advance(now);
@@ -279,9 +317,8 @@ impl Core {
         self.now = self.now.max(now);
     }
 
-    /// Why no set of devices could ever hold `key`, if none could.
-    fn unschedulable(&self, key: TaskKey) -> Option<String> {
-        let task = &self.tasks[key as usize];
+    /// Why no set of devices could ever hold `task`, if none could.
+    fn unschedulable(&self, task: &Task) -> Option<String> {
         let need = task.gpus as usize;
         if need > self.slots.len() {
             return Some(format!(
@@ -442,6 +479,23 @@ impl Core {
             clocks: placement.clocks,
             runtime: placement.runtime,
         });
+    }
+}
+
+/// A pending task with `key` made of `spec`.
+fn task_of(key: TaskKey, spec: TaskSpec) -> Task {
+    Task {
+        key,
+        id: spec.id.into(),
+        arrival: spec.arrival,
+        workload: spec.workload,
+        mem_gb: spec.mem_gb,
+        deadline: spec.deadline,
+        weight: spec.weight,
+        gpus: spec.gpus,
+        runtimes: spec.runtimes.into(),
+        app: spec.app,
+        state: TaskState::Pending,
     }
 }
 

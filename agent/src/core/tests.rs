@@ -367,3 +367,62 @@ fn switching_policy_offers_the_new_one_every_pending_task() {
     assert!(core.pending().is_empty());
     assert_eq!(core.policy_name(), "fifo");
 }
+
+#[test]
+fn refusal_tells_the_submit_rejection_without_recording_a_task() {
+    let core = core(2, |_, _| panic!("the policy must not be asked"));
+    let big = TaskSpec {
+        mem_gb: 20.0,
+        ..spec("big", 0.0, 1.0)
+    };
+    assert_eq!(
+        core.refusal(&big).as_deref(),
+        Some("needs 20 GB; the largest device has 16 GB")
+    );
+    assert_eq!(core.refusal(&spec("ok", 0.0, 1.0)), None);
+    assert_eq!(core.unfinished(), 0);
+}
+
+#[test]
+fn cancelling_a_waiting_task_frees_its_queue_place() {
+    use std::sync::{Arc, Mutex};
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = events.clone();
+    // Queues every task on device 0, except "p" which it leaves pending.
+    let mut core = core(1, move |view, event| {
+        log.lock().unwrap().push(format!("{event:?}"));
+        Ok(view
+            .pending
+            .iter()
+            .filter(|&&k| view.tasks[k as usize].id.as_str() != "p")
+            .map(|&k| assign(k, &[0], None, None))
+            .collect())
+    });
+    core.submit(0.0, spec("a", 0.0, 10.0)); // starts
+    core.submit(0.0, spec("b", 0.0, 5.0)); // queued behind a
+    core.submit(0.0, spec("c", 0.0, 1.0)); // queued behind b
+    core.submit(0.0, spec("p", 0.0, 1.0)); // pending
+    assert_eq!(core.cancel(1.0, 1).unwrap(), vec![]);
+    assert_eq!(core.cancel(1.0, 3).unwrap(), vec![]);
+    assert_eq!(core.pending(), &[] as &[TaskKey]);
+    assert_eq!(
+        core.cancel(1.0, 0).unwrap_err(),
+        "task a is Running, not waiting"
+    );
+    assert_eq!(
+        core.cancel(1.0, 1).unwrap_err(),
+        "task b is Done, not waiting"
+    );
+    // a ends: c, not the cancelled b, starts next.
+    let actions = core.handle(10.0, Input::Finished { task: 0, ok: true });
+    assert_eq!(starts(&actions), vec![(2, vec![0], 1.0)]);
+    assert_eq!(core.unfinished(), 1);
+    let events = events.lock().unwrap();
+    assert_eq!(
+        events[4..6],
+        [
+            "Finished { task: 1, ok: false }".to_string(),
+            "Finished { task: 3, ok: false }".to_string()
+        ]
+    );
+}

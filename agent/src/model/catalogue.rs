@@ -269,6 +269,11 @@ pub fn lookup(name: &str) -> Option<&'static GpuModel> {
     CATALOGUE.iter().find(|m| m.name == name)
 }
 
+/// The model whose NVML product name is `nvml_name`.
+pub fn lookup_nvml(nvml_name: &str) -> Option<&'static GpuModel> {
+    CATALOGUE.iter().find(|m| m.nvml_name == nvml_name)
+}
+
 /// The catalogue's model names, for error messages.
 pub fn names() -> Vec<&'static str> {
     CATALOGUE.iter().map(|m| m.name).collect()

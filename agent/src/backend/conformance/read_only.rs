@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::{as_dyn, mock, process, EVERY_MODEL};
 use crate::backend::{ClockDomain, GpuBackend, Placement};
-use crate::model::catalogue::CATALOGUE;
+use crate::model::catalogue;
 
 /// Reads every GPU; `wait_1s` lets one second of backend time pass (for the
 /// energy counter). Panics on a violated property; returns what it read.
@@ -220,7 +220,7 @@ fn check_mig(b: &dyn GpuBackend, gpu: u32, capable: bool, total: u64, report: &m
 
 /// A GPU the catalogue knows by its NVML name must match its catalogue entry.
 fn compare_with_catalogue(b: &dyn GpuBackend, gpu: u32, name: &str) {
-    let Some(model) = CATALOGUE.iter().find(|m| m.nvml_name == name) else {
+    let Some(model) = catalogue::lookup_nvml(&name) else {
         return;
     };
     let table = b.supported_clocks(gpu).expect("supported_clocks");

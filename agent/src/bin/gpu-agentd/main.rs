@@ -1,1 +1,144 @@
-fn main() {}
+//! `gpu-agentd`: the gpu-agent service. See `gpu_agent::daemon`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use gpu_agent::daemon::{
+    self,
+    config::{Bus, Config, DEFAULT_CONFIG},
+};
+
+/// The gpu-agent service: owns this host's GPUs, queues and schedules tasks
+/// on them under a policy plugin, and serves org.gpuagent.Agent1 on D-Bus.
+///
+/// Settings come from /etc/gpu-agent/agent.toml (or --config); the options
+/// below override them. SIGTERM or SIGINT stops it cleanly: it refuses new
+/// tasks, ends the running ones (unless keep_tasks_on_stop is set), restores
+/// the GPU clocks it changed, records its state and exits 0.
+#[derive(Parser)]
+#[command(
+    name = "gpu-agentd",
+    version,
+    about,
+    after_help = "Example (mock GPUs, session bus, 60x time):\n  gpu-agentd --mock examples/host.toml --session --time-scale 60 --state-dir /tmp/gpu-agent"
+)]
+struct Args {
+    /// Configuration file [default: /etc/gpu-agent/agent.toml, if present].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Run on the mock GPUs of this host description instead of NVML.
+    #[arg(long, value_name = "HOST.toml")]
+    mock: Option<PathBuf>,
+    /// Serve on the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system bus.
+    #[arg(long)]
+    session: bool,
+    /// Simulated tasks run X times faster than their modelled time.
+    #[arg(long, value_name = "X")]
+    time_scale: Option<f64>,
+    /// Keep the state database and task logs here [default: /var/lib/gpu-agent].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Load policy plugins from DIR [default: next to this binary].
+    #[arg(long, value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Start with this policy (otherwise: the last one set, the configured one, fifo).
+    #[arg(long, value_name = "NAME")]
+    policy: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let journal = init_logging();
+    match run(Args::parse(), journal) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs to the journal when systemd connected stderr to it, else to stderr.
+/// Returns whether it is the journal.
+fn init_logging() -> bool {
+    let level = std::env::var("GPU_AGENT_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if systemd_journal_logger::connected_to_journal() {
+        if let Ok(logger) = systemd_journal_logger::JournalLog::new() {
+            if logger.install().is_ok() {
+                log::set_max_level(level);
+                return true;
+            }
+        }
+    }
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "gpu-agentd: {}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            )
+        })
+        .init();
+    false
+}
+
+fn run(args: Args, journal: bool) -> Result<()> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None if Path::new(DEFAULT_CONFIG).exists() => Config::load(Path::new(DEFAULT_CONFIG))?,
+        None => Config::default(),
+    };
+    if let Some(mock) = args.mock {
+        config.mock = Some(mock);
+    }
+    if args.session {
+        config.bus = Bus::Session;
+    }
+    if let Some(x) = args.time_scale {
+        anyhow::ensure!(
+            x.is_finite() && x > 0.0,
+            "--time-scale: expected a number > 0, got {x}"
+        );
+        config.time_scale = x;
+    }
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    let plugin_dir = match args.plugin_dir.or(config.plugin_dir.clone()) {
+        Some(dir) => dir,
+        None => gpu_agent::plugins::default_dir().context("cannot locate the plugin directory")?,
+    };
+    let options = daemon::Options {
+        config,
+        policy: args.policy,
+        plugin_dir,
+        journal,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        // Handlers first, so that a SIGTERM during start-up is a clean stop too.
+        let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let stop = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        };
+        daemon::run(options, stop)
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
+    Ok(())
+}

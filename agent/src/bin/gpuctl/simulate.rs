@@ -1,7 +1,7 @@
 //! `gpuctl simulate`: replay a trace through the scheduler core.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use gpu_agent::model::{apps::AppLibrary, host::Host, trace::Trace};
@@ -55,16 +55,6 @@ fn parse_param(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Where plugins are looked for by default: the packaged directory when this
-/// binary was built with `GPU_AGENT_PLUGIN_DIR`, else next to the binary.
-fn default_plugin_dir() -> Result<PathBuf> {
-    if let Some(dir) = option_env!("GPU_AGENT_PLUGIN_DIR") {
-        return Ok(PathBuf::from(dir));
-    }
-    let exe = std::env::current_exe().context("cannot locate the running gpuctl binary")?;
-    Ok(exe.parent().unwrap_or(Path::new("/")).to_path_buf())
-}
-
 pub fn run(args: Args) -> Result<()> {
     if args.schedule.is_some() && args.policies.len() != 1 {
         bail!(
@@ -84,7 +74,9 @@ pub fn run(args: Args) -> Result<()> {
 
     let dir = match args.plugin_dir {
         Some(dir) => dir,
-        None => default_plugin_dir()?,
+        None => {
+            gpu_agent::plugins::default_dir().context("cannot locate the running gpuctl binary")?
+        }
     };
     let registry = Registry::load_dir(&dir)?;
     for failure in &registry.failures {

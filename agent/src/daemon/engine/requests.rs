@@ -1,0 +1,264 @@
+//! Answering requests.
+
+use super::{Accepted, Caller, Engine, Request, Round};
+use crate::contract::{AgentError, SubmitSpec, TaskInfo, TaskState};
+use crate::core::TaskSpec;
+use crate::sim::metrics::{Completed, Metrics, Rejection};
+
+impl Engine {
+    /// Handles one request as part of `round`.
+    pub(super) fn handle(&mut self, request: Request, round: &mut Round) {
+        match request {
+            Request::Submit { owner, spec, reply } => match self.accept(owner, spec) {
+                Ok(accepted) => round.accepted.push(Accepted { reply, ..accepted }),
+                Err(e) => round.reply(reply, Err(e)),
+            },
+            Request::Cancel { id, caller, reply } => {
+                let result = self.cancel(&id, caller, round);
+                round.reply(reply, result);
+            }
+            Request::GetTask { id, reply } => {
+                let result = self.index(&id).map(|idx| self.view(idx));
+                round.reply(reply, result);
+            }
+            Request::ListTasks { state, reply } => {
+                let tasks = (0..self.tasks.len())
+                    .map(|idx| self.view(idx))
+                    .filter(|t| state.is_none_or(|s| s == t.state))
+                    .collect();
+                round.reply(reply, Ok(tasks));
+            }
+            Request::ListPolicies { reply } => {
+                let policies = self
+                    .registry
+                    .plugins
+                    .iter()
+                    .map(|p| (p.name().to_string(), p.description().to_string()))
+                    .collect();
+                round.reply(reply, Ok(policies));
+            }
+            Request::SetPolicy { name, reply } => {
+                let result = self.set_policy(&name, round);
+                round.reply(reply, result);
+            }
+            Request::Metrics { reply } => round.reply(reply, Ok(self.metrics())),
+            Request::Exited { key, exit } => {
+                let result = if exit.success() {
+                    Ok(())
+                } else {
+                    Err(format!("exited with status {}", exit.exit_code()))
+                };
+                if self.running.contains_key(&key) {
+                    self.task_mut(key).exit_code = Some(exit.exit_code());
+                    self.finish(key, result, round);
+                }
+            }
+            Request::LaunchFailed { key, reason } => {
+                if self.running.contains_key(&key) {
+                    self.finish(key, Err(reason), round);
+                }
+            }
+            Request::Stop { reply } => {
+                self.stop(round);
+                round.effects.push(super::Effect::Reply(Box::new(move || {
+                    let _ = reply.send(());
+                })));
+            }
+        }
+    }
+
+    fn index(&self, id: &str) -> Result<usize, AgentError> {
+        self.by_id
+            .get(id)
+            .copied()
+            .ok_or_else(|| AgentError::NoSuchTask(format!("no task {id:?}")))
+    }
+
+    /// Checks a submission against this host; the task and its core spec.
+    fn accept(&mut self, owner: u32, spec: SubmitSpec) -> Result<Accepted, AgentError> {
+        if self.stopping {
+            return Err(AgentError::ShuttingDown(
+                "gpu-agentd is stopping; submit again once it is back".into(),
+            ));
+        }
+        let invalid = AgentError::InvalidArgument;
+        if !spec.runtimes.is_empty() && spec.runtimes.len() != self.devices.len() {
+            return Err(invalid(format!(
+                "key \"runtimes\": expected {} values (one per device of the host), got {}",
+                self.devices.len(),
+                spec.runtimes.len()
+            )));
+        }
+        let app = self.apps.get(&spec.app).ok_or_else(|| {
+            invalid(format!(
+                "key \"app\": unknown DVFS profile {:?}; known: {}",
+                spec.app,
+                self.apps.names().join(", ")
+            ))
+        })?;
+        let daemon_uid = nix::unistd::getuid().as_raw();
+        if !spec.command.is_empty() && daemon_uid != 0 && owner != daemon_uid {
+            return Err(AgentError::AccessDenied(format!(
+                "this gpu-agentd runs as uid {daemon_uid} and cannot run commands as uid {owner}"
+            )));
+        }
+        let now = self.time.model_now();
+        let core_spec = TaskSpec {
+            id: String::new(),
+            arrival: now,
+            workload: spec.workload,
+            mem_gb: spec.mem_gb,
+            deadline: now + spec.deadline,
+            weight: spec.weight,
+            gpus: spec.gpus,
+            runtimes: spec.runtimes.clone(),
+            app: app.clone(),
+        };
+        if let Some(reason) = self.core.refusal(&core_spec) {
+            return Err(AgentError::Unschedulable(reason));
+        }
+        let id = self.store.next_id();
+        let (reply, _) = tokio::sync::oneshot::channel();
+        Ok(Accepted {
+            spec: TaskSpec {
+                id: id.clone(),
+                ..core_spec
+            },
+            info: TaskInfo {
+                id,
+                state: TaskState::Queued,
+                owner_uid: owner,
+                devices: Vec::new(),
+                submitted: self.time.unix_now(),
+                started: None,
+                finished: None,
+                exit_code: None,
+                energy_j: None,
+                reason: None,
+                spec,
+            },
+            reply,
+        })
+    }
+
+    fn cancel(&mut self, id: &str, caller: Caller, round: &mut Round) -> Result<(), AgentError> {
+        let idx = self.index(id)?;
+        let task = &self.tasks[idx];
+        if !caller.admin && caller.uid != task.owner_uid {
+            return Err(AgentError::AccessDenied(format!(
+                "task {id} belongs to uid {}; only its owner or an admin may cancel it",
+                task.owner_uid
+            )));
+        }
+        if task.state.is_terminal() {
+            return Err(AgentError::NotCancellable(format!(
+                "task {id} already {}",
+                task.state
+            )));
+        }
+        let key = self.keys[idx].expect("a task that has not ended is in the core");
+        if let Some(run) = self.running.get_mut(&key) {
+            run.cancelled = true;
+            match run.pid {
+                Some(pid) => super::super::exec::kill_group(pid, self.cancel_grace, &self.rt),
+                None => self.finish(key, Err("cancelled".into()), round),
+            }
+            return Ok(());
+        }
+        let actions = self
+            .core
+            .cancel(self.time.model_now(), key)
+            .expect("a waiting task can be cancelled");
+        self.end(key, TaskState::Cancelled, None, round);
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    fn set_policy(&mut self, name: &str, round: &mut Round) -> Result<(), AgentError> {
+        let plugin = self
+            .registry
+            .find(name)
+            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
+        let policy = plugin
+            .instantiate(&[])
+            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
+        let actions = self.core.set_policy(self.time.model_now(), policy);
+        round
+            .ops
+            .push(super::Op::SetMeta("policy".into(), name.into()));
+        round.notice(super::Notice::Policy(self.core.policy_name().into()));
+        log::info!("policy is now {name}");
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    /// formats.md §4 over the tasks that ran to an end (succeeded, failed or
+    /// cancelled while running; not lost), in model seconds counted from the
+    /// first of their submissions.
+    pub(super) fn metrics(&self) -> Metrics {
+        let scale = self.time.scale();
+        let ran: Vec<&TaskInfo> = self
+            .tasks
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t.state,
+                    TaskState::Succeeded | TaskState::Failed | TaskState::Cancelled
+                ) && t.started.is_some()
+                    && t.finished.is_some()
+            })
+            .collect();
+        let rejected: Vec<Rejection> = self
+            .tasks
+            .iter()
+            .filter(|t| t.state == TaskState::Rejected)
+            .map(|t| Rejection {
+                id: t.id.clone(),
+                reason: t.reason.clone().unwrap_or_default(),
+            })
+            .collect();
+        let origin = ran
+            .iter()
+            .map(|t| t.submitted)
+            .fold(f64::INFINITY, f64::min);
+        let model = |unix: f64| (unix - origin) * scale;
+        let mut busy_s = vec![0.0; self.devices.len()];
+        let mut busy_j = 0.0;
+        let done: Vec<Completed> = ran
+            .iter()
+            .map(|t| {
+                let (start, end) = (model(t.started.unwrap()), model(t.finished.unwrap()));
+                for &d in &t.devices {
+                    if let Some(b) = busy_s.get_mut(d as usize) {
+                        *b += end - start;
+                    }
+                }
+                busy_j += t.energy_j.unwrap_or(0.0);
+                Completed {
+                    arrival: model(t.submitted),
+                    deadline: model(t.submitted) + t.spec.deadline,
+                    weight: t.spec.weight,
+                    start,
+                    end,
+                    devices: t.devices.len(),
+                }
+            })
+            .collect();
+        let devices = &self.devices;
+        Metrics::compute(
+            self.core.policy_name(),
+            ran.len() + rejected.len(),
+            rejected,
+            &done,
+            devices.len(),
+            |from, to| {
+                let idle_j: f64 = devices
+                    .iter()
+                    .zip(&busy_s)
+                    .map(|(d, b)| d.model.idle_w * ((to - from) - b).max(0.0))
+                    .sum();
+                busy_j + idle_j
+            },
+        )
+    }
+}

@@ -1,0 +1,393 @@
+//! The durable state: tasks, settings and the GPU controls the daemon changed,
+//! in SQLite (WAL, `synchronous=FULL`) under the state directory.
+//!
+//! Writes come in batches ([`Store::commit`]), each one transaction: the engine
+//! commits what a round of requests changed, then answers them. A batch is
+//! either wholly on disk or not at all, whenever the process dies.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::contract::{SubmitSpec, TaskInfo, TaskState};
+
+/// The database file inside the state directory.
+pub const DB_FILE: &str = "state.db";
+
+/// Errors of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state directory or database cannot be opened or created.
+    #[error("cannot open the state database {path}: {reason}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// SQLite refused a read or write.
+    #[error("state database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A row cannot be read back.
+    #[error("state database: task {id}: {what}")]
+    Corrupt {
+        /// The task's id.
+        id: String,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// A GPU control the daemon changed and must restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlRecord {
+    /// GPU index (backend numbering).
+    pub gpu: u32,
+    /// Which control (`locked_core_clocks`, `locked_memory_clocks`, ...).
+    pub control: String,
+    /// What it was set to, for people.
+    pub value: String,
+}
+
+/// One change to the durable state.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// A task, new or changed, in full.
+    Put(TaskInfo),
+    /// A setting (`policy`, ...).
+    SetMeta(String, String),
+    /// A control about to be changed.
+    RecordControl(ControlRecord),
+    /// A control restored.
+    ClearControl {
+        /// GPU index.
+        gpu: u32,
+        /// Which control.
+        control: String,
+    },
+}
+
+/// The state store.
+pub struct Store {
+    conn: Connection,
+    next_seq: u64,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join(DB_FILE);
+        let fail = |reason: String| StoreError::Open {
+            path: path.clone(),
+            reason,
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| fail(e.to_string()))?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS tasks (
+                 seq INTEGER PRIMARY KEY,
+                 id TEXT NOT NULL UNIQUE,
+                 state TEXT NOT NULL,
+                 owner_uid INTEGER NOT NULL,
+                 devices TEXT NOT NULL,
+                 submitted REAL NOT NULL,
+                 started REAL,
+                 finished REAL,
+                 exit_code INTEGER,
+                 energy_j REAL,
+                 reason TEXT,
+                 spec TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS controls (
+                 gpu INTEGER NOT NULL,
+                 control TEXT NOT NULL,
+                 value TEXT NOT NULL,
+                 PRIMARY KEY (gpu, control)
+             );",
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let max: Option<i64> = conn
+            .query_row("SELECT MAX(seq) FROM tasks", [], |r| r.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Store {
+            conn,
+            next_seq: max.map_or(1, |m| m as u64 + 1),
+        })
+    }
+
+    /// A fresh task id (`t<n>`); ids are never reused within a state directory.
+    pub fn next_id(&mut self) -> String {
+        let id = format!("t{}", self.next_seq);
+        self.next_seq += 1;
+        id
+    }
+
+    /// Every task, in submission order.
+    pub fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, state, owner_uid, devices, submitted, started, finished,
+                    exit_code, energy_j, reason, spec FROM tasks ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, u32>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, f64>(4)?,
+                r.get::<_, Option<f64>>(5)?,
+                r.get::<_, Option<f64>>(6)?,
+                r.get::<_, Option<i32>>(7)?,
+                r.get::<_, Option<f64>>(8)?,
+                r.get::<_, Option<String>>(9)?,
+                r.get::<_, String>(10)?,
+            ))
+        })?;
+        let mut tasks = Vec::new();
+        for row in rows {
+            let (
+                id,
+                state,
+                owner_uid,
+                devices,
+                submitted,
+                started,
+                finished,
+                exit_code,
+                energy_j,
+                reason,
+                spec,
+            ) = row?;
+            let corrupt = |what: String| StoreError::Corrupt {
+                id: id.clone(),
+                what,
+            };
+            let state = TaskState::parse(&state).map_err(corrupt)?;
+            let devices: Vec<u32> =
+                serde_json::from_str(&devices).map_err(|e| corrupt(format!("devices: {e}")))?;
+            let spec: SubmitSpec =
+                serde_json::from_str(&spec).map_err(|e| corrupt(format!("spec: {e}")))?;
+            tasks.push(TaskInfo {
+                id,
+                state,
+                owner_uid,
+                devices,
+                submitted,
+                started,
+                finished,
+                exit_code,
+                energy_j,
+                reason,
+                spec,
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// A setting, if set.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The controls changed and not yet restored.
+    pub fn controls(&self) -> Result<Vec<ControlRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT gpu, control, value FROM controls ORDER BY gpu, control")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ControlRecord {
+                gpu: r.get(0)?,
+                control: r.get(1)?,
+                value: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Applies `ops` in one transaction: all of them are durable, or none.
+    pub fn commit(&mut self, ops: &[Op]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        {
+            let mut put = tx.prepare_cached(
+                "INSERT INTO tasks (seq, id, state, owner_uid, devices, submitted, started,
+                                    finished, exit_code, energy_j, reason, spec)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 ON CONFLICT(id) DO UPDATE SET state = excluded.state, devices = excluded.devices,
+                     started = excluded.started, finished = excluded.finished,
+                     exit_code = excluded.exit_code, energy_j = excluded.energy_j,
+                     reason = excluded.reason",
+            )?;
+            for op in ops {
+                match op {
+                    Op::Put(t) => {
+                        let seq: i64 =
+                            t.id.strip_prefix('t')
+                                .and_then(|n| n.parse().ok())
+                                .ok_or_else(|| StoreError::Corrupt {
+                                    id: t.id.clone(),
+                                    what: "not an id this store issued".into(),
+                                })?;
+                        put.execute(params![
+                            seq,
+                            t.id,
+                            t.state.as_str(),
+                            t.owner_uid,
+                            serde_json::to_string(&t.devices).expect("numbers serialise"),
+                            t.submitted,
+                            t.started,
+                            t.finished,
+                            t.exit_code,
+                            t.energy_j,
+                            t.reason,
+                            serde_json::to_string(&t.spec).expect("a spec serialises"),
+                        ])?;
+                    }
+                    Op::SetMeta(key, value) => {
+                        tx.execute(
+                            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            params![key, value],
+                        )?;
+                    }
+                    Op::RecordControl(c) => {
+                        tx.execute(
+                            "INSERT INTO controls (gpu, control, value) VALUES (?1, ?2, ?3)
+                             ON CONFLICT(gpu, control) DO UPDATE SET value = excluded.value",
+                            params![c.gpu, c.control, c.value],
+                        )?;
+                    }
+                    Op::ClearControl { gpu, control } => {
+                        tx.execute(
+                            "DELETE FROM controls WHERE gpu = ?1 AND control = ?2",
+                            params![gpu, control],
+                        )?;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: &str, state: TaskState) -> TaskInfo {
+        TaskInfo {
+            id: id.into(),
+            state,
+            owner_uid: 1000,
+            devices: vec![],
+            submitted: 100.0,
+            started: None,
+            finished: None,
+            exit_code: None,
+            energy_j: None,
+            reason: None,
+            spec: SubmitSpec::new(1.0, 2.0, 3.0, 4.0),
+        }
+    }
+
+    #[test]
+    fn tasks_survive_reopening_in_submission_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (a, b) = (store.next_id(), store.next_id());
+        assert_eq!((a.as_str(), b.as_str()), ("t1", "t2"));
+        store
+            .commit(&[
+                Op::Put(task(&b, TaskState::Queued)),
+                Op::Put(task(&a, TaskState::Queued)),
+                Op::SetMeta("policy".into(), "greedy-eft".into()),
+            ])
+            .unwrap();
+        let mut done = task(&a, TaskState::Succeeded);
+        done.devices = vec![1, 3];
+        done.started = Some(101.0);
+        done.finished = Some(102.5);
+        done.exit_code = Some(0);
+        done.energy_j = Some(12.5);
+        store.commit(&[Op::Put(done.clone())]).unwrap();
+        drop(store);
+
+        let mut store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.tasks().unwrap(),
+            vec![done, task(&b, TaskState::Queued)]
+        );
+        assert_eq!(store.meta("policy").unwrap().as_deref(), Some("greedy-eft"));
+        assert_eq!(store.meta("other").unwrap(), None);
+        assert_eq!(store.next_id(), "t3", "ids are never reused");
+    }
+
+    #[test]
+    fn a_failed_batch_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let id = store.next_id();
+        let err = store
+            .commit(&[
+                Op::Put(task(&id, TaskState::Queued)),
+                Op::Put(task("x9", TaskState::Queued)),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "state database: task x9: not an id this store issued"
+        );
+        assert_eq!(store.tasks().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn controls_are_recorded_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let rec = |gpu, control: &str| ControlRecord {
+            gpu,
+            control: control.into(),
+            value: "1005..1005 MHz".into(),
+        };
+        store
+            .commit(&[
+                Op::RecordControl(rec(1, "locked_core_clocks")),
+                Op::RecordControl(rec(0, "locked_core_clocks")),
+                Op::RecordControl(rec(0, "locked_memory_clocks")),
+            ])
+            .unwrap();
+        store
+            .commit(&[Op::ClearControl {
+                gpu: 0,
+                control: "locked_core_clocks".into(),
+            }])
+            .unwrap();
+        assert_eq!(
+            store.controls().unwrap(),
+            vec![rec(0, "locked_memory_clocks"), rec(1, "locked_core_clocks")]
+        );
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_named() {
+        let err = Store::open(Path::new("/proc/no/such")).err().unwrap();
+        assert!(
+            err.to_string().starts_with("cannot open the state database /proc/no/such/state.db: cannot create /proc/no/such"),
+            "{err}"
+        );
+    }
+}
