@@ -5,7 +5,10 @@
 //!   GPU catalogue;
 //! - [`core`]: the sans-IO scheduler core;
 //! - [`plugins`]: loading policy plugins;
-//! - [`sim`]: the offline simulator that replays traces through the core.
+//! - [`sim`]: the offline simulator that replays traces through the core;
+//! - [`contract`]: the D-Bus names, errors, wire types and client proxies;
+//! - [`daemon`]: `gpu-agentd`, the service;
+//! - [`private_bus`]: a bus of its own, for the demo and tests.
 
 pub mod backend;
 pub mod contract;
@@ -13,4 +16,5 @@ pub mod core;
 pub mod daemon;
 pub mod model;
 pub mod plugins;
+pub mod private_bus;
 pub mod sim;
