@@ -303,3 +303,6 @@ async fn pump_notices(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
