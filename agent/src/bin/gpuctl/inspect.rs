@@ -10,6 +10,8 @@ use gpu_agent::backend::nvml::NvmlBackend;
 use gpu_agent::backend::{ClockReadings, GpuBackend, Snapshot};
 use gpu_agent::model::host::Host;
 
+use crate::{emit, emit_json};
+
 /// Read what the GPUs report (inventory, clocks, power, energy, MIG) straight
 /// from the driver, without the daemon. Reads only: changes nothing.
 #[derive(clap::Args)]
@@ -43,10 +45,10 @@ pub fn run(args: Args) -> Result<()> {
         .map(|g| Snapshot::read(backend.as_ref(), g).with_context(|| format!("reading GPU {g}")))
         .collect::<Result<Vec<_>>>()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&snapshots)?);
+        emit_json(&snapshots)?;
     } else {
         for s in &snapshots {
-            print!("{}", text(s));
+            emit(&text(s))?;
         }
     }
     Ok(())

@@ -1,12 +1,21 @@
 //! `gpuctl`: the gpu-agent command line.
 
+mod agent;
+mod client;
+mod clock;
 mod inspect;
 mod simulate;
+mod submit;
+mod table;
+mod tasks;
+mod units;
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use serde::Serialize;
 
 /// Control and study the gpu-agent GPU scheduler.
 #[derive(Parser)]
@@ -18,6 +27,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Status(agent::StatusArgs),
+    Devices(agent::DevicesArgs),
+    Submit(submit::Args),
+    Tasks(tasks::ListArgs),
+    Task(tasks::ShowArgs),
+    Cancel(tasks::CancelArgs),
+    Watch(tasks::WatchArgs),
+    Policy(agent::PolicyArgs),
+    Metrics(agent::MetricsArgs),
     Simulate(simulate::Args),
     Inspect(inspect::Args),
 }
@@ -35,14 +53,43 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Status(args) => agent::status(args),
+        Command::Devices(args) => agent::devices(args),
+        Command::Submit(args) => submit::run(args),
+        Command::Tasks(args) => tasks::list(args),
+        Command::Task(args) => tasks::show(args),
+        Command::Cancel(args) => tasks::cancel(args),
+        Command::Watch(args) => tasks::watch(args),
+        Command::Policy(args) => agent::policy(args),
+        Command::Metrics(args) => agent::metrics(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gpuctl: error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Standard output's reader went away: a pipeline saying it has read enough
+/// (`gpuctl tasks | head`). gpuctl then ends quietly, with success.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output is closed")]
+struct StdoutClosed;
+
+/// Writes `text` to standard output.
+fn emit(text: &str) -> anyhow::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        other => Ok(other.context("cannot write to standard output")?),
+    }
+}
+
+/// Writes `value` to standard output as pretty JSON and a newline.
+fn emit_json(value: &impl Serialize) -> anyhow::Result<()> {
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
 }

@@ -1,6 +1,6 @@
 //! `gpuctl simulate`: replay a trace through the scheduler core.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -8,6 +8,9 @@ use gpu_agent::model::{apps::AppLibrary, host::Host, trace::Trace};
 use gpu_agent::plugins::{Plugin, Registry};
 use gpu_agent::sim::{self, metrics::Metrics, schedule};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::table::metrics_table;
+use crate::{emit, emit_json};
 
 /// Traces at least this long get a progress bar (on a terminal).
 const PROGRESS_MIN_TASKS: usize = 10_000;
@@ -123,17 +126,14 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("cannot write schedule {}", path.display()))?;
     }
     let metrics: Vec<&Metrics> = outcomes.iter().map(|o| &o.metrics).collect();
-    let mut out = std::io::stdout().lock();
     if args.json {
-        let text = match metrics.as_slice() {
-            [one] => serde_json::to_string_pretty(one),
-            many => serde_json::to_string_pretty(many),
-        }?;
-        writeln!(out, "{text}")?;
+        match metrics.as_slice() {
+            [one] => emit_json(one),
+            many => emit_json(&many),
+        }
     } else {
-        write!(out, "{}", table(&metrics))?;
+        emit(&metrics_table(&metrics))
     }
-    Ok(())
 }
 
 fn progress_bar(len: usize, policy: &str) -> ProgressBar {
@@ -147,73 +147,4 @@ fn progress_bar(len: usize, policy: &str) -> ProgressBar {
             .progress_chars("=> "),
     );
     bar
-}
-
-/// The metrics as a text table: one row per metric, one column per policy.
-fn table(metrics: &[&Metrics]) -> String {
-    let rows: Vec<(&str, Vec<String>)> = vec![
-        ("policy", metrics.iter().map(|m| m.policy.clone()).collect()),
-        (
-            "tasks",
-            metrics.iter().map(|m| m.tasks.to_string()).collect(),
-        ),
-        (
-            "rejected",
-            metrics
-                .iter()
-                .map(|m| m.rejected.len().to_string())
-                .collect(),
-        ),
-        (
-            "twt",
-            metrics.iter().map(|m| format!("{:.3}", m.twt)).collect(),
-        ),
-        (
-            "twct",
-            metrics.iter().map(|m| format!("{:.3}", m.twct)).collect(),
-        ),
-        (
-            "act",
-            metrics.iter().map(|m| format!("{:.3}", m.act)).collect(),
-        ),
-        ("dmc", metrics.iter().map(|m| m.dmc.to_string()).collect()),
-        (
-            "dmr",
-            metrics.iter().map(|m| format!("{:.4}", m.dmr)).collect(),
-        ),
-        (
-            "utilization",
-            metrics
-                .iter()
-                .map(|m| format!("{:.4}", m.utilization))
-                .collect(),
-        ),
-        (
-            "makespan",
-            metrics
-                .iter()
-                .map(|m| format!("{:.3}", m.makespan))
-                .collect(),
-        ),
-        (
-            "energy_j",
-            metrics
-                .iter()
-                .map(|m| format!("{:.1}", m.energy_j))
-                .collect(),
-        ),
-    ];
-    let label_width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..metrics.len())
-        .map(|c| rows.iter().map(|(_, v)| v[c].len()).max().unwrap_or(0))
-        .collect();
-    let mut text = String::new();
-    for (label, values) in &rows {
-        text.push_str(&format!("{label:<label_width$}"));
-        for (v, w) in values.iter().zip(&widths) {
-            text.push_str(&format!("  {v:>w$}"));
-        }
-        text.push('\n');
-    }
-    text
 }
