@@ -25,7 +25,10 @@ const CALLS_PER_CLIENT: usize = 1000;
 const IDLE_SECONDS: u64 = 10;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 struct Daemon(Child);
@@ -53,7 +56,10 @@ fn cpu_seconds(pid: u32) -> f64 {
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
     // Fields 14 and 15 of stat; 12 and 13 after the command name.
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap().unwrap() as f64
+    ticks
+        / nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .unwrap()
+            .unwrap() as f64
 }
 
 /// A `/proc/<pid>/status` field in MiB.

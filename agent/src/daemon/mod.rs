@@ -119,22 +119,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         cfg.time_scale
     );
     let policy_name = policy.name.clone();
-    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (engine, engine_thread) = Engine::start(Setup {
-        devices: devices.clone(),
-        backend: backend.clone(),
-        mock,
-        store,
-        registry,
-        policy,
-        apps,
-        time,
-        log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
-        cancel_grace: Duration::from_secs_f64(cfg.cancel_grace_s),
-        keep_tasks_on_stop: cfg.keep_tasks_on_stop,
-        notices,
-        rt: tokio::runtime::Handle::current(),
-    })?;
+    let requests = Engine::channel();
+    let engine = requests.0.clone();
 
     let bus_name = match cfg.bus {
         Bus::System => "system",
@@ -171,6 +157,26 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         .build()
         .await
         .map_err(bus_error)?;
+    // The name is ours: no other daemon runs on this bus. Only now may tasks start.
+    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    let engine_thread = Engine::start(
+        Setup {
+            devices: devices.clone(),
+            backend: backend.clone(),
+            mock,
+            store,
+            registry,
+            policy,
+            apps,
+            time,
+            log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
+            cancel_grace: Duration::from_secs_f64(cfg.cancel_grace_s),
+            keep_tasks_on_stop: cfg.keep_tasks_on_stop,
+            notices,
+            rt: tokio::runtime::Handle::current(),
+        },
+        requests,
+    )?;
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
     let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
     let sampler = tokio::spawn(devices::sample(backend, devices, objects));

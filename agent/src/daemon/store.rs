@@ -7,12 +7,15 @@
 
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{Flock, FlockArg};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::contract::{SubmitSpec, TaskInfo, TaskState};
 
 /// The database file inside the state directory.
 pub const DB_FILE: &str = "state.db";
+/// The lock file that keeps a second daemon off the same state.
+pub const LOCK_FILE: &str = "lock";
 
 /// Errors of the state store.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +74,8 @@ pub enum Op {
 pub struct Store {
     conn: Connection,
     next_seq: u64,
+    /// Held while the store is open.
+    _lock: Flock<std::fs::File>,
 }
 
 impl Store {
@@ -83,6 +88,22 @@ impl Store {
         };
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| fail(format!("cannot open {}: {e}", lock_path.display())))?;
+        let lock =
+            Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+                fail(match errno {
+                    nix::errno::Errno::EWOULDBLOCK => {
+                        "another gpu-agentd is using this state directory".into()
+                    }
+                    e => format!("cannot lock {}: {e}", lock_path.display()),
+                })
+            })?;
         let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
@@ -120,6 +141,7 @@ impl Store {
         Ok(Store {
             conn,
             next_seq: max.map_or(1, |m| m as u64 + 1),
+            _lock: lock,
         })
     }
 
@@ -380,6 +402,19 @@ mod tests {
             store.controls().unwrap(),
             vec![rec(0, "locked_memory_clocks"), rec(1, "locked_core_clocks")]
         );
+    }
+
+    #[test]
+    fn a_second_store_on_the_same_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Store::open(dir.path()).unwrap();
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.ends_with("state.db: another gpu-agentd is using this state directory"),
+            "{err}"
+        );
+        drop(first);
+        Store::open(dir.path()).unwrap();
     }
 
     #[test]

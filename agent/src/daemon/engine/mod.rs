@@ -288,12 +288,18 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Builds the engine, restores the stored tasks and starts its thread.
-    /// Returns the channel to send it requests.
+    /// A channel to send an engine requests; requests wait in it until the
+    /// engine is started on it.
+    pub fn channel() -> (mpsc::Sender<Request>, mpsc::Receiver<Request>) {
+        mpsc::channel()
+    }
+
+    /// Builds the engine, restores the stored tasks and starts its thread,
+    /// serving the channel `(tx, rx)` made by [`Engine::channel`].
     pub fn start(
         setup: Setup,
-    ) -> Result<(mpsc::Sender<Request>, std::thread::JoinHandle<()>), StoreError> {
-        let (tx, rx) = mpsc::channel();
+        (tx, rx): (mpsc::Sender<Request>, mpsc::Receiver<Request>),
+    ) -> Result<std::thread::JoinHandle<()>, StoreError> {
         let uuids = setup
             .devices
             .iter()
@@ -325,7 +331,7 @@ impl Engine {
             keep_tasks_on_stop: setup.keep_tasks_on_stop,
             notices: setup.notices,
             rt: setup.rt,
-            inbox: tx.clone(),
+            inbox: tx,
             deferred: Vec::new(),
             tasks: Vec::new(),
             by_id: HashMap::new(),
@@ -345,7 +351,7 @@ impl Engine {
                 engine.run(rx);
             })
             .expect("the engine thread starts");
-        Ok((tx, thread))
+        Ok(thread)
     }
 
     /// Handles requests and timers until stopped (or every sender is gone).
