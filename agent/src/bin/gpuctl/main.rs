@@ -1,5 +1,6 @@
 //! `gpuctl`: the gpu-agent command line.
 
+mod demo;
 mod inspect;
 mod simulate;
 
@@ -20,6 +21,7 @@ struct Cli {
 enum Command {
     Simulate(simulate::Args),
     Inspect(inspect::Args),
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -150,7 +150,7 @@ fn progress_bar(len: usize, policy: &str) -> ProgressBar {
 }
 
 /// The metrics as a text table: one row per metric, one column per policy.
-fn table(metrics: &[&Metrics]) -> String {
+pub(crate) fn table(metrics: &[&Metrics]) -> String {
     let rows: Vec<(&str, Vec<String>)> = vec![
         ("policy", metrics.iter().map(|m| m.policy.clone()).collect()),
         (
