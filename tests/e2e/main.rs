@@ -6,6 +6,7 @@
 
 mod baseline_rules;
 mod cli;
+mod demo;
 mod harness;
 mod inspect;
 mod plugin_loading;

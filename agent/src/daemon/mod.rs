@@ -64,7 +64,7 @@ pub enum DaemonError {
         /// `system` or `session`.
         bus: &'static str,
         /// Why.
-        source: zbus::Error,
+        source: Box<zbus::Error>,
     },
 }
 
@@ -128,7 +128,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     };
     let bus_error = |source| DaemonError::Bus {
         bus: bus_name,
-        source,
+        source: Box::new(source),
     };
     let agent = AgentService::new(
         engine.clone(),

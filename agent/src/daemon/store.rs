@@ -56,7 +56,7 @@ pub struct ControlRecord {
 #[derive(Debug, Clone)]
 pub enum Op {
     /// A task, new or changed, in full.
-    Put(TaskInfo),
+    Put(Box<TaskInfo>),
     /// A setting (`policy`, ...).
     SetMeta(String, String),
     /// A control about to be changed.
@@ -68,6 +68,13 @@ pub enum Op {
         /// Which control.
         control: String,
     },
+}
+
+impl Op {
+    /// Stores `task` in full.
+    pub fn put(task: TaskInfo) -> Op {
+        Op::Put(Box::new(task))
+    }
 }
 
 /// The state store.
@@ -334,8 +341,8 @@ mod tests {
         assert_eq!((a.as_str(), b.as_str()), ("t1", "t2"));
         store
             .commit(&[
-                Op::Put(task(&b, TaskState::Queued)),
-                Op::Put(task(&a, TaskState::Queued)),
+                Op::put(task(&b, TaskState::Queued)),
+                Op::put(task(&a, TaskState::Queued)),
                 Op::SetMeta("policy".into(), "greedy-eft".into()),
             ])
             .unwrap();
@@ -345,7 +352,7 @@ mod tests {
         done.finished = Some(102.5);
         done.exit_code = Some(0);
         done.energy_j = Some(12.5);
-        store.commit(&[Op::Put(done.clone())]).unwrap();
+        store.commit(&[Op::put(done.clone())]).unwrap();
         drop(store);
 
         let mut store = Store::open(dir.path()).unwrap();
@@ -365,8 +372,8 @@ mod tests {
         let id = store.next_id();
         let err = store
             .commit(&[
-                Op::Put(task(&id, TaskState::Queued)),
-                Op::Put(task("x9", TaskState::Queued)),
+                Op::put(task(&id, TaskState::Queued)),
+                Op::put(task("x9", TaskState::Queued)),
             ])
             .unwrap_err();
         assert_eq!(

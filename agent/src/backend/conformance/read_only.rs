@@ -220,7 +220,7 @@ fn check_mig(b: &dyn GpuBackend, gpu: u32, capable: bool, total: u64, report: &m
 
 /// A GPU the catalogue knows by its NVML name must match its catalogue entry.
 fn compare_with_catalogue(b: &dyn GpuBackend, gpu: u32, name: &str) {
-    let Some(model) = catalogue::lookup_nvml(&name) else {
+    let Some(model) = catalogue::lookup_nvml(name) else {
         return;
     };
     let table = b.supported_clocks(gpu).expect("supported_clocks");

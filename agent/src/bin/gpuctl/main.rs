@@ -3,6 +3,7 @@
 mod agent;
 mod client;
 mod clock;
+mod demo;
 mod inspect;
 mod simulate;
 mod submit;
@@ -38,6 +39,7 @@ enum Command {
     Metrics(agent::MetricsArgs),
     Simulate(simulate::Args),
     Inspect(inspect::Args),
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Metrics(args) => agent::metrics(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -37,7 +37,7 @@ impl Engine {
                     info.devices = devices.clone();
                     info.started = Some(now);
                     let (id, info) = (info.id.clone(), info.clone());
-                    round.ops.push(Op::Put(info));
+                    round.ops.push(Op::put(info));
                     round.notice(Notice::TaskChanged {
                         id: id.clone(),
                         state: TaskState::Running,
@@ -167,7 +167,7 @@ impl Engine {
             id: info.id.clone(),
             state,
         });
-        round.ops.push(Op::Put(info));
+        round.ops.push(Op::put(info));
     }
 
     /// Stops: refuses new work, ends or keeps the running tasks, restores the clocks.
@@ -203,7 +203,7 @@ impl Engine {
                     id: info.id.clone(),
                     state: TaskState::Queued,
                 });
-                round.ops.push(Op::Put(info));
+                round.ops.push(Op::put(info));
             }
         }
     }
@@ -241,7 +241,7 @@ impl Engine {
                     info.state = TaskState::Lost;
                     info.finished = Some(now_unix);
                     info.reason = Some("gpu-agentd stopped while it ran".into());
-                    round.ops.push(Op::Put(info.clone()));
+                    round.ops.push(Op::put(info.clone()));
                     false
                 }
                 _ => false,
@@ -254,7 +254,7 @@ impl Engine {
                     exit_code: None,
                     ..info
                 };
-                round.ops.push(Op::Put(info.clone()));
+                round.ops.push(Op::put(info.clone()));
             }
             let idx = self.record(info);
             if requeue {
@@ -429,7 +429,7 @@ impl Engine {
         };
         match result {
             Ok(()) => {}
-            Err(e) if matches!(e, crate::backend::BackendError::NotSupported { .. }) => {}
+            Err(crate::backend::BackendError::NotSupported { .. }) => {}
             Err(e) => log::warn!("cannot restore GPU {gpu}'s {control}: {e}"),
         }
     }

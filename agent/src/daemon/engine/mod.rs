@@ -428,7 +428,7 @@ impl Engine {
     fn flush(&mut self, mut round: Round) {
         let accepted = std::mem::take(&mut round.accepted);
         if !accepted.is_empty() {
-            let ops: Vec<Op> = accepted.iter().map(|a| Op::Put(a.info.clone())).collect();
+            let ops: Vec<Op> = accepted.iter().map(|a| Op::put(a.info.clone())).collect();
             if let Err(e) = self.store.commit(&ops) {
                 log::error!("cannot store {} new task(s): {e}", accepted.len());
                 for a in accepted {
