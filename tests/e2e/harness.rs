@@ -13,7 +13,7 @@ pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
 pub const PANICKY: &str = "libfixture_panicky.so";
 pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
 
-/// The directory holding freshly built `gpuctl` and plugin files.
+/// The directory holding freshly built `gpuctl`, `gpu-agentd` and plugin files.
 ///
 /// They are built into a target directory of their own (`<target>/e2e`): a
 /// cdylib that `cargo test` rebuilt in the shared one is not always copied up
@@ -42,7 +42,15 @@ pub fn artefacts() -> &'static Path {
                 .parent()
                 .expect("workspace root"),
         )
-        .args(["build", "--quiet", "--lib", "--bin", "gpuctl"])
+        .args([
+            "build",
+            "--quiet",
+            "--lib",
+            "--bin",
+            "gpuctl",
+            "--bin",
+            "gpu-agentd",
+        ])
         .args([
             "-p",
             "gpu-agent",
@@ -66,7 +74,7 @@ pub fn artefacts() -> &'static Path {
         let status = cmd.status().expect("run cargo build");
         assert!(
             status.success(),
-            "cargo build of gpuctl and the plugins failed"
+            "cargo build of gpuctl, gpu-agentd and the plugins failed"
         );
         target_dir.join(profile)
     })
