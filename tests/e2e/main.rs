@@ -1,11 +1,21 @@
-//! End-to-end tests: the real `gpuctl` binary and real plugin files.
+//! End-to-end tests: the real `gpuctl` and `gpu-agentd` binaries, real plugin
+//! files and a real dbus-daemon.
 //!
-//! The harness builds the binary, the plugins and the fixture plugins with
+//! The harness builds the binaries, the plugins and the fixture plugins with
 //! cargo before the first test that needs them, into this test's own target
-//! directory, so a plain `cargo test` from a fresh clone is enough.
+//! directory, so a plain `cargo test` from a fresh clone is enough. The
+//! daemon tests (`daemon_*`) each run their own private bus and state
+//! directory, so they run in parallel.
 
 mod baseline_rules;
 mod cli;
+mod daemon;
+mod daemon_access;
+mod daemon_bus;
+mod daemon_crash;
+mod daemon_errors;
+mod daemon_exec;
+mod daemon_policy;
 mod demo;
 mod harness;
 mod inspect;
