@@ -94,11 +94,17 @@ pub fn dbus_error<T: std::fmt::Debug>(result: zbus::Result<T>) -> (String, Strin
 pub struct Settings {
     /// `--time-scale`.
     pub time_scale: f64,
+    /// The text of an `agent.toml` given with `--config` (the command line's
+    /// options override it).
+    pub config: Option<String>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { time_scale: 100.0 }
+        Settings {
+            time_scale: 100.0,
+            config: None,
+        }
     }
 }
 
@@ -112,7 +118,7 @@ pub struct Daemon {
     log: PathBuf,
     state: TempDir,
     plugins: TempDir,
-    _scratch: TempDir,
+    scratch: TempDir,
     bus: PrivateBus,
 }
 
@@ -148,7 +154,7 @@ impl Daemon {
             log: scratch.path().join("gpu-agentd.stderr"),
             state: tempfile::tempdir().expect("temp dir"),
             plugins: plugin_dir(&[FIFO, GREEDY_EFT]),
-            _scratch: scratch,
+            scratch,
             bus,
         };
         daemon.launch();
@@ -177,7 +183,13 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("open the daemon's log");
-        let child = Command::new(artefacts().join("gpu-agentd"))
+        let mut command = Command::new(artefacts().join("gpu-agentd"));
+        if let Some(text) = &self.settings.config {
+            let file = self.scratch.path().join("agent.toml");
+            std::fs::write(&file, text).expect("write agent.toml");
+            command.arg("--config").arg(file);
+        }
+        let child = command
             .arg("--mock")
             .arg(host_file())
             .arg("--session")
@@ -485,4 +497,17 @@ pub fn processes_with_env(name: &str, value: &str) -> Vec<u32> {
                 .unwrap_or(false)
         })
         .collect()
+}
+
+/// Kills, when dropped, every process whose environment holds
+/// `E2E_MARK=<mark>`: what a test's tasks left behind if the daemon did not
+/// end them (the test fails then, and must still leave nothing running).
+pub struct Reap(pub String);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for pid in processes_with_env("E2E_MARK", &self.0) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
 }

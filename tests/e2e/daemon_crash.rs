@@ -32,7 +32,10 @@ struct Seen {
 #[test]
 fn daemon_kill_9_mid_workload_loses_and_duplicates_nothing() {
     let started = Instant::now();
-    let mut d = Daemon::start_with(Settings { time_scale: 500.0 });
+    let mut d = Daemon::start_with(Settings {
+        time_scale: 500.0,
+        ..Settings::default()
+    });
     let seen = Arc::new(Seen {
         left: AtomicUsize::new(TASKS),
         ..Seen::default()
@@ -237,5 +240,72 @@ fn daemon_sigterm_ends_running_tasks_and_a_restart_restores_the_rest() {
         "the requeued command to run again",
         Duration::from_secs(10),
         || (processes_with_env("E2E_MARK", &mark).len() == 2).then_some(()),
+    );
+}
+
+/// SIGTERM must not leave a task's processes running (unless
+/// `keep_tasks_on_stop` says so), even those that ignore SIGTERM: the daemon
+/// marks the task failed, so nothing would ever end them.
+#[test]
+fn daemon_sigterm_leaves_no_task_process_behind() {
+    let mut d = crate::daemon_exec::short_grace();
+    let mark = unique("stop-stubborn");
+    let _reap = crate::daemon::Reap(mark.clone());
+    let id = crate::daemon_exec::submit_stubborn(&d, &mark);
+    let status = d.terminate();
+    assert!(status.success(), "exit {status}; stderr:\n{}", d.stderr());
+    wait_for(
+        "the task's processes to be gone once the daemon has stopped",
+        Duration::from_secs(5),
+        || {
+            processes_with_env("E2E_MARK", &mark)
+                .is_empty()
+                .then_some(())
+        },
+    );
+    d.restart();
+    let t = d.task(&id);
+    assert_eq!(
+        (t.state, t.reason.as_deref()),
+        (TaskState::Failed, Some("gpu-agentd stopped while it ran")),
+        "{t:?}"
+    );
+}
+
+/// After a kill -9 the task's processes live on (they lead their own process
+/// groups). A restarted daemon must not run a `requeue` task a second time
+/// while its first run still holds the GPU, nor count the GPU of a `lost`
+/// one as free: the old processes must be gone.
+#[test]
+fn daemon_kill_9_then_restart_never_runs_a_command_twice() {
+    let mut d = Daemon::start();
+    let mark = unique("k9-command");
+    let _reap = crate::daemon::Reap(mark.clone());
+    let mut s = spec(10.0, 1.0, 600.0, 1.0);
+    s.command = vec!["/bin/sh".into(), "-c".into(), "sleep 100; true".into()];
+    s.env.insert("E2E_MARK".into(), mark.clone());
+    s.requeue = true;
+    let id = d.submit(&s).expect("Submit");
+    d.wait_state(&id, TaskState::Running, Duration::from_secs(10));
+    let first = wait_for(
+        "the first run's shell and sleep",
+        Duration::from_secs(10),
+        || {
+            let pids = processes_with_env("E2E_MARK", &mark);
+            (pids.len() == 2).then_some(pids)
+        },
+    );
+
+    d.kill9();
+    d.restart();
+    let t = d.wait_state(&id, TaskState::Running, Duration::from_secs(10));
+    assert_eq!(t.state, TaskState::Running);
+    wait_for(
+        "the first run to be gone and the second to run alone",
+        Duration::from_secs(5),
+        || {
+            let pids = processes_with_env("E2E_MARK", &mark);
+            (pids.len() == 2 && pids.iter().all(|p| !first.contains(p))).then_some(())
+        },
     );
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use gpu_agent::contract::TaskState;
 
-use crate::daemon::{processes_with_env, spec, unique, wait_for, Daemon, AGENT};
+use crate::daemon::{processes_with_env, spec, unique, wait_for, Daemon, Reap, Settings, AGENT};
 
 const LIMIT: Duration = Duration::from_secs(15);
 
@@ -154,4 +154,54 @@ fn daemon_cancel_kills_a_running_command_and_its_children() {
     let (name, message) = crate::daemon::dbus_error(d.block_on(proxy.cancel(&id)));
     assert_eq!(name, "org.gpuagent.Agent1.Error.NotCancellable");
     assert_eq!(message, format!("task {id} already cancelled"));
+}
+
+/// A command that ignores SIGTERM (and so does its `sleep`: an ignored
+/// signal stays ignored across exec); "ready" once the trap is in place.
+pub const STUBBORN: &str = "trap '' TERM; echo ready; sleep 100; true";
+
+/// A daemon that waits half a second between SIGTERM and SIGKILL.
+pub fn short_grace() -> Daemon {
+    Daemon::start_with(Settings {
+        config: Some("cancel_grace_s = 0.5\n".into()),
+        ..Settings::default()
+    })
+}
+
+/// Submits [`STUBBORN`] marked with `mark`; returns its id once it is ready.
+pub fn submit_stubborn(d: &Daemon, mark: &str) -> String {
+    let mut s = spec(10.0, 1.0, 60.0, 1.0);
+    s.command = vec!["/bin/sh".into(), "-c".into(), STUBBORN.into()];
+    s.env.insert("E2E_MARK".into(), mark.into());
+    let id = d.submit(&s).expect("Submit");
+    d.wait_state(&id, TaskState::Running, LIMIT);
+    let log = d.state_dir().join("logs").join(format!("{id}.log"));
+    wait_for("the task to trap SIGTERM", LIMIT, || {
+        (std::fs::read_to_string(&log).unwrap_or_default() == "ready\n"
+            && processes_with_env("E2E_MARK", mark).len() == 2)
+            .then_some(())
+    });
+    id
+}
+
+#[test]
+fn daemon_cancel_kills_a_command_that_ignores_sigterm_after_the_grace() {
+    let d = short_grace();
+    let mark = unique("stubborn");
+    let _reap = Reap(mark.clone());
+    let id = submit_stubborn(&d, &mark);
+    let asked = std::time::Instant::now();
+    d.block_on(d.proxy().cancel(&id)).expect("Cancel");
+    let task = d.wait_state(&id, TaskState::Cancelled, LIMIT);
+    let took = asked.elapsed();
+    assert_eq!(task.exit_code, Some(137), "SIGKILL ended it: {task:?}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "it ended {took:?} after the cancel, before the grace was over"
+    );
+    wait_for("every process of the task to be gone", LIMIT, || {
+        processes_with_env("E2E_MARK", &mark)
+            .is_empty()
+            .then_some(())
+    });
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gpu_agent::contract::TaskState;
 use zbus::export::futures_core::Stream;
 
-use crate::daemon::{spec, wait_for, Daemon, Settings};
+use crate::daemon::{spec, wait_for, Daemon};
 
 const TASKS: usize = 100;
 const CLIENTS: usize = 4;
@@ -16,7 +16,7 @@ const CLIENTS: usize = 4;
 fn daemon_policy_switch_under_load_loses_nothing() {
     // 100 tasks of 10 units on 2.85 units/s of devices: about 350 model
     // seconds, 3.5 s of wall time at scale 100, time enough to switch twice.
-    let d = Daemon::start_with(Settings { time_scale: 100.0 });
+    let d = Daemon::start();
     let _rt = d.enter();
     let proxy = d.proxy();
 
