@@ -3,7 +3,8 @@
 //!
 //! The daemon's engine calls [`spawn`] and [`kill_group`] from a plain thread
 //! that holds a [`tokio::runtime::Handle`]; the waiting and the forwarding of
-//! output happen on that runtime.
+//! output happen on that runtime, which needs its I/O and time drivers
+//! (`enable_all`): tokio reaps children on `SIGCHLD`.
 //!
 //! - The child runs as the task's uid, with that user's primary gid and
 //!   supplementary groups, in the user's home directory (`/` when it does not
@@ -205,7 +206,7 @@ pub fn spawn(
         env,
         uid,
         visible_devices,
-        log,
+        log: sink,
     } = launch;
     let Some((program, args)) = argv.split_first() else {
         return Err(ExecError::EmptyCommand { task_id });
@@ -259,7 +260,7 @@ pub fn spawn(
         })
         .process_group(0)
         .stdin(Stdio::null());
-    match &log {
+    match &sink {
         LogSink::Journal => {
             command.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
@@ -326,8 +327,7 @@ pub fn spawn(
                 let _ = forwarder.await;
             }
         };
-        drop(drained);
-        if false {
+        if tokio::time::timeout(DRAIN_GRACE, drained).await.is_err() {
             log::debug!("task {task_id}: processes it left behind still hold its output");
         }
         on_exit(exit);
@@ -593,14 +593,19 @@ mod tests {
         .collect();
         assert_eq!(got, expected);
 
-        // No devices: CUDA sees none, and the default PATH applies.
+        // No devices: CUDA sees none; the default PATH; in the user's home.
         let path = dir.path().join("none.log");
-        let script = r#"echo "[$CUDA_VISIBLE_DEVICES]" "$PATH""#;
+        let script = r#"echo "[$CUDA_VISIBLE_DEVICES]" "$PATH"; pwd"#;
         assert_eq!(
             run(sh("t-none", script, LogSink::File(path.clone()))),
             Exit::Code(0)
         );
-        assert_eq!(lines(&path), ["[] /usr/local/bin:/usr/bin:/bin"]);
+        let home = if user.dir.is_dir() {
+            user.dir.to_str().unwrap()
+        } else {
+            "/"
+        };
+        assert_eq!(lines(&path), ["[] /usr/local/bin:/usr/bin:/bin", home]);
     }
 
     #[test]
@@ -636,27 +641,31 @@ mod tests {
 
     #[test]
     fn runs_as_the_tasks_user_with_its_groups() {
-        let nobody = User::from_name("nobody")
-            .unwrap()
-            .expect("a user named nobody");
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nobody.log");
+        let path = dir.path().join("user.log");
         let mut launch = sh(
             "t-user",
             "id -u; id -g; id -G; pwd",
             LogSink::File(path.clone()),
         );
-        launch.uid = nobody.uid.as_raw();
         if !Uid::effective().is_root() {
+            // Not root: another user's task (root's, which always exists) is refused.
+            launch.uid = 0;
             match start(launch, &runtime()) {
-                Err(ExecError::CannotSwitchUser { daemon_uid, uid }) => {
-                    assert_eq!(daemon_uid, Uid::effective().as_raw());
-                    assert_eq!(uid, nobody.uid.as_raw());
+                Err(error @ ExecError::CannotSwitchUser { daemon_uid, uid }) => {
+                    assert_eq!((daemon_uid, uid), (Uid::effective().as_raw(), 0));
+                    assert!(error.to_string().contains("uid 0"), "{error}");
                 }
                 other => panic!("expected CannotSwitchUser, got {other:?}"),
             }
             return;
         }
+        let nobody = User::from_name("nobody")
+            .unwrap()
+            .expect("a user named nobody");
+        launch.uid = nobody.uid.as_raw();
+        // The daemon's own supplementary groups must not reach the task.
+        nix::unistd::setgroups(&[Gid::from_raw(0)]).unwrap();
         assert_eq!(run(launch), Exit::Code(0));
         let out = lines(&path);
         assert_eq!(out.len(), 4, "{out:?}");
@@ -851,10 +860,10 @@ mod tests {
     }
 
     #[test]
-    fn processes_left_behind_do_not_hold_up_the_report() {
+    fn output_after_the_exit_is_drained_without_waiting_for_stragglers() {
         assert!(captured("t-left", log::Level::Info).is_empty());
         let rt = runtime();
-        let script = "(sleep 5; echo late) & echo done";
+        let script = "(sleep 0.1; echo late) & (sleep 5; echo never) & echo done";
         let asked = Instant::now();
         let (pid, rx) = start(sh("t-left", script, LogSink::Journal), &rt).unwrap();
         assert_eq!(exit_of(&rx), Exit::Code(0));
@@ -863,7 +872,7 @@ mod tests {
             took < DRAIN_GRACE + Duration::from_secs(1),
             "reported after {took:?}"
         );
-        assert_eq!(captured("t-left", log::Level::Info), ["done"]);
+        assert_eq!(captured("t-left", log::Level::Info), ["done", "late"]);
         killpg(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
     }
 }
