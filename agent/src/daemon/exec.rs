@@ -358,6 +358,34 @@ pub fn kill_group(pid: u32, grace: Duration, rt: &Handle) {
     });
 }
 
+/// Ends task process groups before the daemon exits: SIGTERM to each now,
+/// SIGKILL to those that still have a member after `grace`. Blocks until
+/// every group is gone or the grace is over.
+pub fn end_groups(pids: &[u32], grace: Duration) {
+    let mut alive: Vec<Pid> = pids
+        .iter()
+        .filter_map(|&pid| task_group(pid))
+        .filter(|&pgid| signal_group(pgid, Signal::SIGTERM))
+        .collect();
+    let deadline = std::time::Instant::now() + grace;
+    while !alive.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        alive.retain(|&pgid| killpg(pgid, None).is_ok());
+    }
+    for pgid in alive {
+        log::warn!("process group {pgid} outlived SIGTERM by {grace:?}; sending SIGKILL");
+        signal_group(pgid, Signal::SIGKILL);
+    }
+}
+
+/// Whether process `pid` still runs the task `task_id` (its environment
+/// says so): a recorded pid may have been reused since.
+pub fn runs_task(pid: u32, task_id: &str) -> bool {
+    let marker = format!("GPU_AGENT_TASK_ID={task_id}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == marker.as_bytes()))
+}
+
 /// The process group a task's pid leads, or `None` for a pid no task can
 /// have: `killpg(0)` would signal the daemon's own group, `killpg(1)` every
 /// process.

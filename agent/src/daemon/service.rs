@@ -157,13 +157,13 @@ impl AgentService {
     }
 
     /// The daemon's version.
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     async fn version(&self) -> String {
         self.version.clone()
     }
 
     /// The GPU backend.
-    #[zbus(property)]
+    #[zbus(property(emits_changed_signal = "const"))]
     async fn backend(&self) -> String {
         self.backend.clone()
     }

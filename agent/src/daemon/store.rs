@@ -68,6 +68,18 @@ pub enum Op {
         /// Which control.
         control: String,
     },
+    /// A task's process group, once started.
+    RecordProcess {
+        /// The task's id.
+        task: String,
+        /// Its process group id.
+        pgid: u32,
+    },
+    /// A task's process group has ended.
+    ClearProcess {
+        /// The task's id.
+        task: String,
+    },
 }
 
 impl Op {
@@ -139,7 +151,8 @@ impl Store {
                  control TEXT NOT NULL,
                  value TEXT NOT NULL,
                  PRIMARY KEY (gpu, control)
-             );",
+             );
+             CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);",
         )
         .map_err(|e| fail(e.to_string()))?;
         let max: Option<i64> = conn
@@ -229,6 +242,16 @@ impl Store {
             .optional()?)
     }
 
+    /// The process groups of tasks recorded as started and not yet ended:
+    /// (task id, process group id).
+    pub fn processes(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task, pgid FROM processes ORDER BY task")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The controls changed and not yet restored.
     pub fn controls(&self) -> Result<Vec<ControlRecord>, StoreError> {
         let mut stmt = self
@@ -304,6 +327,15 @@ impl Store {
                             "DELETE FROM controls WHERE gpu = ?1 AND control = ?2",
                             params![gpu, control],
                         )?;
+                    }
+                    Op::RecordProcess { task, pgid } => {
+                        tx.execute(
+                            "INSERT OR REPLACE INTO processes (task, pgid) VALUES (?1, ?2)",
+                            params![task, pgid],
+                        )?;
+                    }
+                    Op::ClearProcess { task } => {
+                        tx.execute("DELETE FROM processes WHERE task = ?1", [task])?;
                     }
                 }
             }
@@ -405,6 +437,17 @@ mod tests {
                 control: "locked_core_clocks".into(),
             }])
             .unwrap();
+        let process = |task: &str, pgid| Op::RecordProcess {
+            task: task.into(),
+            pgid,
+        };
+        store
+            .commit(&[process("t1", 4242), process("t2", 4343)])
+            .unwrap();
+        store
+            .commit(&[Op::ClearProcess { task: "t1".into() }])
+            .unwrap();
+        assert_eq!(store.processes().unwrap(), vec![("t2".to_string(), 4343)]);
         assert_eq!(
             store.controls().unwrap(),
             vec![rec(0, "locked_memory_clocks"), rec(1, "locked_core_clocks")]

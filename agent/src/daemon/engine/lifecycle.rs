@@ -134,6 +134,10 @@ impl Engine {
             }
         }
         self.task_mut(key).energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);
+        if run.pid.is_some() {
+            let task = self.task_mut(key).id.clone();
+            round.ops.push(Op::ClearProcess { task });
+        }
         let ok = result.is_ok();
         let (state, reason) = match result {
             _ if run.cancelled => (TaskState::Cancelled, None),
@@ -175,15 +179,14 @@ impl Engine {
         self.stopping = true;
         let mut keys: Vec<TaskKey> = self.running.keys().copied().collect();
         keys.sort_unstable();
+        let mut groups = Vec::new();
         for key in keys {
             let pid = self.running[&key].pid;
             if self.keep_tasks_on_stop && pid.is_some() {
                 // Left running; the next start records it as lost (or queues it again).
                 continue;
             }
-            if let Some(pid) = pid {
-                round.effects.push(Effect::Kill(pid));
-            }
+            groups.extend(pid);
             let requeue = self.task_mut(key).spec.requeue;
             self.finish(key, Err("gpu-agentd stopped while it ran".into()), round);
             if requeue {
@@ -206,6 +209,8 @@ impl Engine {
                 round.ops.push(Op::put(info));
             }
         }
+        // Signalled once the stop is stored; the daemon waits for them.
+        round.effects.push(Effect::EndGroups(groups));
     }
 
     /// Puts the stored tasks back: waiting ones go to the core again in
@@ -216,8 +221,26 @@ impl Engine {
         &mut self,
         stored: Vec<TaskInfo>,
         controls: Vec<ControlRecord>,
+        processes: Vec<(String, u32)>,
     ) -> Result<Round, StoreError> {
         let mut round = Round::default();
+        // Processes a previous run started and could not see end: a task
+        // runs at most once at a time, so they go before anything restarts.
+        let leftovers: Vec<u32> = processes
+            .iter()
+            .filter(|(task, pgid)| exec::runs_task(*pgid, task))
+            .map(|&(_, pgid)| pgid)
+            .collect();
+        if !leftovers.is_empty() {
+            log::warn!(
+                "ending {} task process group(s) left by a previous run",
+                leftovers.len()
+            );
+            exec::end_groups(&leftovers, self.cancel_grace);
+        }
+        for (task, _) in processes {
+            round.ops.push(Op::ClearProcess { task });
+        }
         for c in controls {
             log::info!(
                 "restoring GPU {} {} (set by a previous run: {})",
@@ -304,7 +327,7 @@ impl Engine {
                 let _ = self.notices.send(notice);
             }
             Effect::Launch(key, runtime) => self.launch(key, runtime),
-            Effect::Kill(pid) => exec::kill_group(pid, self.cancel_grace, &self.rt),
+            Effect::EndGroups(pids) => exec::end_groups(&pids, self.cancel_grace),
             Effect::SetClocks(gpu, clocks) => self.set_clocks(gpu, clocks),
             Effect::ResetClocks(gpu) => {
                 for control in [LOCKED_CORE, LOCKED_MEMORY] {
@@ -355,6 +378,12 @@ impl Engine {
             }) {
                 Ok(pid) => {
                     self.running.get_mut(&key).expect("checked").pid = Some(pid);
+                    // Stored right after this round, so that a restart after
+                    // a crash can end the process instead of running it twice.
+                    self.unsaved.push(Op::RecordProcess {
+                        task: info.id.clone(),
+                        pgid: pid,
+                    });
                     log::info!(
                         "task {} started as process {pid} on device(s) {:?}",
                         info.id,

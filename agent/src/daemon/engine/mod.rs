@@ -218,7 +218,8 @@ enum Effect {
     Reply(Box<dyn FnOnce() + Send>),
     Notice(Notice),
     Launch(TaskKey, f64),
-    Kill(u32),
+    /// End these task process groups (at stop), waiting up to the grace.
+    EndGroups(Vec<u32>),
     SetClocks(u32, gpu_agent_plugin_api::Clocks),
     ResetClocks(u32),
 }
@@ -316,6 +317,7 @@ impl Engine {
             .collect();
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
+        let processes = setup.store.processes()?;
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy),
             store: setup.store,
@@ -343,7 +345,7 @@ impl Engine {
             unsaved: Vec::new(),
             stopping: false,
         };
-        let round = engine.restore(stored, controls)?;
+        let round = engine.restore(stored, controls, processes)?;
         let thread = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
@@ -467,6 +469,18 @@ impl Engine {
         }
         for effect in round.effects {
             self.carry_out(effect);
+        }
+        // Launches record their process groups: store them now, not whenever
+        // the next request comes.
+        if !self.unsaved.is_empty() {
+            let ops = std::mem::take(&mut self.unsaved);
+            if let Err(e) = self.store.commit(&ops) {
+                log::error!(
+                    "cannot store {} change(s), retrying with the next round: {e}",
+                    ops.len()
+                );
+                self.unsaved = ops;
+            }
         }
     }
 
