@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg};
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::contract::{SubmitSpec, TaskInfo, TaskState};
+use crate::contract::{TaskInfo, TaskState};
 
 /// The database file inside the state directory.
 pub const DB_FILE: &str = "state.db";
@@ -178,57 +178,31 @@ impl Store {
             "SELECT id, state, owner_uid, devices, submitted, started, finished,
                     exit_code, energy_j, reason, spec FROM tasks ORDER BY seq",
         )?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, u32>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, f64>(4)?,
-                r.get::<_, Option<f64>>(5)?,
-                r.get::<_, Option<f64>>(6)?,
-                r.get::<_, Option<i32>>(7)?,
-                r.get::<_, Option<f64>>(8)?,
-                r.get::<_, Option<String>>(9)?,
-                r.get::<_, String>(10)?,
-            ))
-        })?;
+        let mut rows = stmt.query([])?;
         let mut tasks = Vec::new();
-        for row in rows {
-            let (
-                id,
-                state,
-                owner_uid,
-                devices,
-                submitted,
-                started,
-                finished,
-                exit_code,
-                energy_j,
-                reason,
-                spec,
-            ) = row?;
+        while let Some(r) = rows.next()? {
+            let id: String = r.get(0)?;
             let corrupt = |what: String| StoreError::Corrupt {
                 id: id.clone(),
                 what,
             };
-            let state = TaskState::parse(&state).map_err(corrupt)?;
-            let devices: Vec<u32> =
-                serde_json::from_str(&devices).map_err(|e| corrupt(format!("devices: {e}")))?;
-            let spec: SubmitSpec =
-                serde_json::from_str(&spec).map_err(|e| corrupt(format!("spec: {e}")))?;
+            let state = TaskState::parse(&r.get::<_, String>(1)?).map_err(corrupt)?;
+            let devices = serde_json::from_str(&r.get::<_, String>(3)?)
+                .map_err(|e| corrupt(format!("devices: {e}")))?;
+            let spec = serde_json::from_str(&r.get::<_, String>(10)?)
+                .map_err(|e| corrupt(format!("spec: {e}")))?;
             tasks.push(TaskInfo {
-                id,
                 state,
-                owner_uid,
+                owner_uid: r.get(2)?,
                 devices,
-                submitted,
-                started,
-                finished,
-                exit_code,
-                energy_j,
-                reason,
+                submitted: r.get(4)?,
+                started: r.get(5)?,
+                finished: r.get(6)?,
+                exit_code: r.get(7)?,
+                energy_j: r.get(8)?,
+                reason: r.get(9)?,
                 spec,
+                id,
             });
         }
         Ok(tasks)
@@ -348,6 +322,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::SubmitSpec;
 
     fn task(id: &str, state: TaskState) -> TaskInfo {
         TaskInfo {

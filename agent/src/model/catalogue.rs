@@ -105,6 +105,14 @@ impl GpuModel {
             .unwrap_or(0)
     }
 
+    /// Normalised clocks (1.0 = default) in MHz: (core, memory).
+    pub fn clocks_mhz(&self, clocks: gpu_agent_plugin_api::Clocks) -> (u32, u32) {
+        (
+            (clocks.core * f64::from(self.core_default_mhz)).round() as u32,
+            (clocks.mem * f64::from(self.mem_default_mhz)).round() as u32,
+        )
+    }
+
     /// Whether the model supports MIG.
     pub fn mig_capable(&self) -> bool {
         self.mig.is_some()

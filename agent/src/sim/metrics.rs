@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::model::host::DeviceSpec;
+
 /// A task no device could ever hold.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Rejection {
@@ -53,6 +55,24 @@ pub struct Completed {
     pub end: f64,
     /// Devices it used.
     pub devices: usize,
+}
+
+/// GPU energy over the span `to - from` (J): `busy_j` measured or modelled
+/// while tasks ran, plus each device's catalogue idle power over the rest of
+/// the span (`busy_s[i]`: seconds device `i` was busy).
+pub fn energy_with_idle(
+    devices: &[DeviceSpec],
+    busy_s: &[f64],
+    busy_j: f64,
+    from: f64,
+    to: f64,
+) -> f64 {
+    let idle_j: f64 = devices
+        .iter()
+        .zip(busy_s)
+        .map(|(d, busy)| d.model.idle_w * ((to - from) - busy).max(0.0))
+        .sum();
+    busy_j + idle_j
 }
 
 impl Metrics {

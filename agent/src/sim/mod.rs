@@ -172,15 +172,7 @@ pub fn simulate(
     }
 
     let busy_j: f64 = run.schedule.iter().map(|r| r.energy_j).sum();
-    let energy = |from: f64, to: f64| {
-        let idle_j: f64 = host
-            .devices
-            .iter()
-            .zip(&run.busy_s)
-            .map(|(d, busy_s)| d.model.idle_w * ((to - from) - busy_s).max(0.0))
-            .sum();
-        busy_j + idle_j
-    };
+    let energy = |from, to| metrics::energy_with_idle(&host.devices, &run.busy_s, busy_j, from, to);
     let metrics = Metrics::compute(
         &policy_name,
         trace.tasks.len(),
@@ -241,9 +233,8 @@ impl Run<'_> {
                             gpu: d,
                             start,
                             end,
-                            core_mhz: (clocks.core * f64::from(model.core_default_mhz)).round()
-                                as u32,
-                            mem_mhz: (clocks.mem * f64::from(model.mem_default_mhz)).round() as u32,
+                            core_mhz: model.clocks_mhz(clocks).0,
+                            mem_mhz: model.clocks_mhz(clocks).1,
                             energy_j: power_w(&t.app, model, clocks) * runtime,
                         });
                     }

@@ -422,8 +422,7 @@ impl Engine {
     /// Locks a GPU's clocks at the normalised `clocks` (best effort).
     fn set_clocks(&self, gpu: u32, clocks: Clocks) {
         let model = self.devices[gpu as usize].model;
-        let core = (clocks.core * f64::from(model.core_default_mhz)).round() as u32;
-        let mem = (clocks.mem * f64::from(model.mem_default_mhz)).round() as u32;
+        let (core, mem) = model.clocks_mhz(clocks);
         if let Err(e) = self.backend.lock_core_clocks(
             gpu,
             ClockRange {

@@ -3,7 +3,7 @@
 use super::{Accepted, Caller, Engine, Request, Round};
 use crate::contract::{AgentError, SubmitSpec, TaskInfo, TaskState};
 use crate::core::TaskSpec;
-use crate::sim::metrics::{Completed, Metrics, Rejection};
+use crate::sim::metrics::{energy_with_idle, Completed, Metrics, Rejection};
 
 impl Engine {
     /// Handles one request as part of `round`.
@@ -251,14 +251,7 @@ impl Engine {
             rejected,
             &done,
             devices.len(),
-            |from, to| {
-                let idle_j: f64 = devices
-                    .iter()
-                    .zip(&busy_s)
-                    .map(|(d, b)| d.model.idle_w * ((to - from) - b).max(0.0))
-                    .sum();
-                busy_j + idle_j
-            },
+            |from, to| energy_with_idle(devices, &busy_s, busy_j, from, to),
         )
     }
 }
