@@ -1,20 +1,15 @@
 //! formats.md §5 to the letter: hand-computed instances through `gpuctl`, and
 //! random instances checked against an independent reading of the rules.
 
-use std::{collections::BTreeMap, path::Path, sync::OnceLock};
+use std::collections::BTreeMap;
 
 use gpu_agent::core::TaskSpec;
-use gpu_agent::model::{
-    apps::AppLibrary,
-    catalogue,
-    host::Host,
-    trace::{Trace, TraceTask},
-};
-use gpu_agent::plugins::Registry;
+use gpu_agent::model::catalogue;
 use gpu_agent::sim::{self, schedule::ScheduleRow};
 use proptest::prelude::*;
 
-use crate::harness::{self, success, Sim, FIFO, GREEDY_EFT};
+use crate::harness::{success, Sim, FIFO, GREEDY_EFT};
+use crate::validity::{check_valid, instance, registry, runtime, valid_devices, Instance, MODELS};
 
 /// Runs `gpuctl simulate --json --schedule` and returns (metrics, schedule CSV).
 fn simulate(host: &str, trace: &str, policy: &str) -> (serde_json::Value, String) {
@@ -162,91 +157,6 @@ fn runtimes_column_overrides_speed() {
     assert_eq!(rows, vec!["a,1,0,1", "b,0,0,2"]);
 }
 
-// ---------------------------------------------------------------------------
-// Random instances.
-
-const MODELS: [&str; 4] = ["T4", "V100-SXM2-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB"];
-
-fn registry() -> &'static Registry {
-    static REGISTRY: OnceLock<(tempfile::TempDir, Registry)> = OnceLock::new();
-    let (_, registry) = REGISTRY.get_or_init(|| {
-        let dir = harness::plugin_dir(&[FIFO, GREEDY_EFT]);
-        let registry = Registry::load_dir(dir.path()).unwrap();
-        (dir, registry)
-    });
-    registry
-}
-
-#[derive(Debug, Clone)]
-struct Instance {
-    host: Host,
-    tasks: Vec<TaskSpec>,
-}
-
-fn instance() -> impl Strategy<Value = Instance> {
-    let devices = prop::collection::vec(
-        (
-            0..MODELS.len(),
-            prop::sample::select(vec![0.25, 0.5, 1.0, 2.0]),
-        ),
-        1..=5,
-    );
-    devices
-        .prop_flat_map(|devices| {
-            let m = devices.len();
-            let runtime =
-                prop_oneof![3 => (1u32..30).prop_map(f64::from), 1 => Just(f64::INFINITY)];
-            let task = (
-                0u32..100,
-                1u32..40,
-                prop::sample::select(vec![0.0, 8.0, 16.0, 24.0, 40.0, 60.0, 90.0]),
-                prop_oneof![6 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32)],
-                1u32..100,
-                1u32..5,
-                prop::option::weighted(0.3, prop::collection::vec(runtime, m)),
-            );
-            (Just(devices), prop::collection::vec(task, 1..30))
-        })
-        .prop_map(|(devices, tasks)| {
-            let text: String = devices
-                .iter()
-                .map(|(model, speed)| {
-                    format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model])
-                })
-                .collect();
-            let host = Host::parse(Path::new("random.toml"), &text).unwrap();
-            let app = AppLibrary::default().get("default").unwrap().clone();
-            let tasks = tasks
-                .into_iter()
-                .enumerate()
-                .map(
-                    |(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes))| {
-                        let arrival = f64::from(half_secs) / 2.0;
-                        TaskSpec {
-                            id: format!("t{i}"),
-                            arrival,
-                            workload: f64::from(workload),
-                            mem_gb,
-                            deadline: arrival + f64::from(slack),
-                            weight: f64::from(weight),
-                            gpus,
-                            runtimes: runtimes.unwrap_or_default(),
-                            app: app.clone(),
-                        }
-                    },
-                )
-                .collect();
-            Instance { host, tasks }
-        })
-}
-
-fn runtime(task: &TaskSpec, host: &Host, j: usize) -> f64 {
-    task.runtimes
-        .get(j)
-        .copied()
-        .unwrap_or(task.workload / host.devices[j].speed)
-}
-
 /// Checks `rows` against formats.md §5 for `policy`, replaying the rules.
 fn check(
     inst: &Instance,
@@ -254,77 +164,24 @@ fn check(
     rows: &[ScheduleRow],
     rejected: &[String],
 ) -> Result<(), TestCaseError> {
+    check_valid(inst, rows, rejected)?;
     let host = &inst.host;
     let mut by_id: BTreeMap<&str, Vec<&ScheduleRow>> = BTreeMap::new();
     for r in rows {
         by_id.entry(r.id.as_str()).or_default().push(r);
     }
-    // Validity, whatever the policy.
-    let mut per_device: Vec<Vec<(f64, f64)>> = vec![Vec::new(); host.devices.len()];
-    for r in rows {
-        per_device[r.gpu as usize].push((r.start, r.end));
-    }
-    for (d, spans) in per_device.iter_mut().enumerate() {
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for w in spans.windows(2) {
-            prop_assert!(w[0].1 <= w[1].0, "overlap on device {d}: {:?}", w);
-        }
-    }
     let mut order: Vec<&TaskSpec> = inst.tasks.iter().collect();
     order.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
     let mut avail = vec![0.0f64; host.devices.len()];
     for task in order {
-        let valid: Vec<usize> = (0..host.devices.len())
-            .filter(|&j| {
-                host.devices[j].memory_gb >= task.mem_gb && runtime(task, host, j).is_finite()
-            })
-            .collect();
+        let valid = valid_devices(task, host);
         let k = task.gpus as usize;
-        let rows = by_id.remove(task.id.as_str()).unwrap_or_default();
-        if valid.len() < k {
-            prop_assert!(
-                rows.is_empty() && rejected.contains(&task.id),
-                "{} should be rejected",
-                task.id
-            );
+        let Some(rows) = by_id.remove(task.id.as_str()) else {
             continue;
-        }
-        prop_assert!(
-            !rejected.contains(&task.id),
-            "{} rejected though it fits",
-            task.id
-        );
-        prop_assert_eq!(
-            rows.len(),
-            k,
-            "{} must run exactly once on {} devices",
-            &task.id,
-            k
-        );
+        };
         let (start, end) = (rows[0].start, rows[0].end);
         let mut devices: Vec<usize> = rows.iter().map(|r| r.gpu as usize).collect();
-        for r in &rows {
-            prop_assert!(
-                r.start == start && r.end == end,
-                "gang rows of {} disagree",
-                task.id
-            );
-            prop_assert!(
-                valid.contains(&(r.gpu as usize)),
-                "{} on device {} that cannot hold it",
-                task.id,
-                r.gpu
-            );
-        }
         devices.sort_unstable();
-        devices.dedup();
-        prop_assert_eq!(devices.len(), k, "{} placed twice on a device", &task.id);
-        prop_assert!(
-            start >= task.arrival,
-            "{} starts before it arrives",
-            task.id
-        );
-
         let start_on = |j: usize| avail[j].max(task.arrival);
         let finish = |set: &[usize]| {
             set.iter()
@@ -379,11 +236,6 @@ fn check(
             avail[j] = end;
         }
     }
-    prop_assert!(
-        by_id.is_empty(),
-        "rows for unknown tasks: {:?}",
-        by_id.keys()
-    );
     Ok(())
 }
 
@@ -406,10 +258,7 @@ proptest! {
 
     #[test]
     fn schedules_follow_the_baseline_rules(inst in instance()) {
-        let trace = Trace {
-            tasks: inst.tasks.iter().enumerate().map(|(i, spec)| TraceTask { line: i as u64 + 2, spec: spec.clone(), command: None }).collect(),
-            warnings: Vec::new(),
-        };
+        let trace = inst.trace();
         for policy in ["fifo", "greedy-eft"] {
             let instance = registry().find(policy).unwrap().instantiate(&[]).unwrap();
             let outcome = sim::simulate(&inst.host, &trace, instance, |_| {}).unwrap();

@@ -9,6 +9,11 @@ use std::{
 /// The plugin files the product ships.
 pub const FIFO: &str = "libgpu_agent_policy_fifo.so";
 pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
+/// Every shipped policy plugin: (crate, file).
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("gpu-agent-policy-fifo", FIFO),
+    ("gpu-agent-policy-greedy-eft", GREEDY_EFT),
+];
 /// Fixture plugins.
 pub const PANICKY: &str = "libfixture_panicky.so";
 pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
@@ -51,14 +56,8 @@ pub fn artefacts() -> &'static Path {
             "--bin",
             "gpu-agentd",
         ])
-        .args([
-            "-p",
-            "gpu-agent",
-            "-p",
-            "gpu-agent-policy-fifo",
-            "-p",
-            "gpu-agent-policy-greedy-eft",
-        ])
+        .args(["-p", "gpu-agent"])
+        .args(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]))
         .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
         .arg("--target-dir")
         .arg(&target_dir);

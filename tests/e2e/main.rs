@@ -20,3 +20,4 @@ mod demo;
 mod harness;
 mod inspect;
 mod plugin_loading;
+mod validity;

@@ -1,0 +1,234 @@
+//! Random heterogeneous instances, and the validity properties every policy's
+//! schedule must have whatever its rules: no device runs two tasks at once, every
+//! task either runs exactly once on as many devices as it asked for (all starting
+//! and ending together, each able to hold it, never before it arrives) or is
+//! rejected because no set of devices could ever hold it, and nothing else runs.
+
+use std::{collections::BTreeMap, path::Path, sync::OnceLock};
+
+use gpu_agent::core::TaskSpec;
+use gpu_agent::model::{
+    apps::AppLibrary,
+    host::Host,
+    trace::{Trace, TraceTask},
+};
+use gpu_agent::plugins::Registry;
+use gpu_agent::sim::{self, schedule::ScheduleRow};
+use proptest::prelude::*;
+
+use crate::harness::{self, SHIPPED};
+
+/// The catalogue models random hosts are drawn from.
+pub const MODELS: [&str; 4] = ["T4", "V100-SXM2-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB"];
+
+/// Every shipped policy plugin, loaded once.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<(tempfile::TempDir, Registry)> = OnceLock::new();
+    let (_, registry) = REGISTRY.get_or_init(|| {
+        let files: Vec<&str> = SHIPPED.iter().map(|&(_, file)| file).collect();
+        let dir = harness::plugin_dir(&files);
+        let registry = Registry::load_dir(dir.path()).unwrap();
+        (dir, registry)
+    });
+    registry
+}
+
+/// A host and the tasks submitted to it.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub host: Host,
+    pub tasks: Vec<TaskSpec>,
+}
+
+impl Instance {
+    /// The tasks as a trace, in their order.
+    pub fn trace(&self) -> Trace {
+        Trace {
+            tasks: self
+                .tasks
+                .iter()
+                .enumerate()
+                .map(|(i, spec)| TraceTask {
+                    line: i as u64 + 2,
+                    spec: spec.clone(),
+                    command: None,
+                })
+                .collect(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Random instances: 1 to 5 devices of mixed models and speeds, 1 to 29 tasks
+/// with mixed memory, gangs of up to 3, weights, slack and, for some, unrelated
+/// run times with devices they cannot use.
+pub fn instance() -> impl Strategy<Value = Instance> {
+    let devices = prop::collection::vec(
+        (
+            0..MODELS.len(),
+            prop::sample::select(vec![0.25, 0.5, 1.0, 2.0]),
+        ),
+        1..=5,
+    );
+    devices
+        .prop_flat_map(|devices| {
+            let m = devices.len();
+            let runtime =
+                prop_oneof![3 => (1u32..30).prop_map(f64::from), 1 => Just(f64::INFINITY)];
+            let task = (
+                0u32..100,
+                1u32..40,
+                prop::sample::select(vec![0.0, 8.0, 16.0, 24.0, 40.0, 60.0, 90.0]),
+                prop_oneof![6 => Just(1u32), 2 => Just(2u32), 1 => Just(3u32)],
+                1u32..100,
+                1u32..5,
+                prop::option::weighted(0.3, prop::collection::vec(runtime, m)),
+            );
+            (Just(devices), prop::collection::vec(task, 1..30))
+        })
+        .prop_map(|(devices, tasks)| {
+            let text: String = devices
+                .iter()
+                .map(|(model, speed)| {
+                    format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model])
+                })
+                .collect();
+            let host = Host::parse(Path::new("random.toml"), &text).unwrap();
+            let app = AppLibrary::default().get("default").unwrap().clone();
+            let tasks = tasks
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes))| {
+                        let arrival = f64::from(half_secs) / 2.0;
+                        TaskSpec {
+                            id: format!("t{i}"),
+                            arrival,
+                            workload: f64::from(workload),
+                            mem_gb,
+                            deadline: arrival + f64::from(slack),
+                            weight: f64::from(weight),
+                            gpus,
+                            runtimes: runtimes.unwrap_or_default(),
+                            app: app.clone(),
+                        }
+                    },
+                )
+                .collect();
+            Instance { host, tasks }
+        })
+}
+
+/// `task`'s run time on device `j` at default clocks.
+pub fn runtime(task: &TaskSpec, host: &Host, j: usize) -> f64 {
+    task.runtimes
+        .get(j)
+        .copied()
+        .unwrap_or(task.workload / host.devices[j].speed)
+}
+
+/// The devices that could ever hold `task`.
+pub fn valid_devices(task: &TaskSpec, host: &Host) -> Vec<usize> {
+    (0..host.devices.len())
+        .filter(|&j| host.devices[j].memory_gb >= task.mem_gb && runtime(task, host, j).is_finite())
+        .collect()
+}
+
+/// Checks the validity properties of `rows` (and the `rejected` ids) for `inst`.
+pub fn check_valid(
+    inst: &Instance,
+    rows: &[ScheduleRow],
+    rejected: &[String],
+) -> Result<(), TestCaseError> {
+    let host = &inst.host;
+    let mut per_device: Vec<Vec<(f64, f64)>> = vec![Vec::new(); host.devices.len()];
+    for r in rows {
+        per_device[r.gpu as usize].push((r.start, r.end));
+    }
+    for (d, spans) in per_device.iter_mut().enumerate() {
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for w in spans.windows(2) {
+            prop_assert!(w[0].1 <= w[1].0, "overlap on device {d}: {:?}", w);
+        }
+    }
+    let mut by_id: BTreeMap<&str, Vec<&ScheduleRow>> = BTreeMap::new();
+    for r in rows {
+        by_id.entry(r.id.as_str()).or_default().push(r);
+    }
+    for task in &inst.tasks {
+        let valid = valid_devices(task, host);
+        let k = task.gpus as usize;
+        let rows = by_id.remove(task.id.as_str()).unwrap_or_default();
+        if valid.len() < k {
+            prop_assert!(
+                rows.is_empty() && rejected.contains(&task.id),
+                "{} should be rejected",
+                task.id
+            );
+            continue;
+        }
+        prop_assert!(
+            !rejected.contains(&task.id),
+            "{} rejected though it fits",
+            task.id
+        );
+        prop_assert_eq!(
+            rows.len(),
+            k,
+            "{} must run exactly once on {} devices",
+            &task.id,
+            k
+        );
+        let (start, end) = (rows[0].start, rows[0].end);
+        for r in &rows {
+            prop_assert!(
+                r.start == start && r.end == end,
+                "gang rows of {} disagree",
+                task.id
+            );
+            prop_assert!(
+                valid.contains(&(r.gpu as usize)),
+                "{} on device {} that cannot hold it",
+                task.id,
+                r.gpu
+            );
+        }
+        let mut devices: Vec<u32> = rows.iter().map(|r| r.gpu).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        prop_assert_eq!(devices.len(), k, "{} placed twice on a device", &task.id);
+        prop_assert!(
+            start >= task.arrival,
+            "{} starts before it arrives",
+            task.id
+        );
+    }
+    prop_assert!(
+        by_id.is_empty(),
+        "rows for unknown tasks: {:?}",
+        by_id.keys()
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_shipped_policy_schedules_validly(inst in instance()) {
+        let trace = inst.trace();
+        for plugin in registry().plugins.iter() {
+            let outcome = sim::simulate(&inst.host, &trace, plugin.instantiate(&[]).unwrap(), |_| {}).unwrap();
+            prop_assert!(outcome.faults.is_empty(), "{}: {:?}", plugin.name(), outcome.faults);
+            let rejected: Vec<String> = outcome.metrics.rejected.iter().map(|r| r.id.clone()).collect();
+            check_valid(&inst, &outcome.schedule, &rejected)?;
+            prop_assert_eq!(outcome.metrics.tasks, inst.tasks.len());
+        }
+    }
+}
+
+#[test]
+fn every_shipped_plugin_loads() {
+    let names: Vec<&str> = registry().plugins.iter().map(|p| p.name()).collect();
+    assert_eq!(names.len(), SHIPPED.len(), "{names:?}");
+}
