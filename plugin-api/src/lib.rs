@@ -35,7 +35,7 @@ pub use abi_stable;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.
-pub const ABI_VERSION: &str = "gpu-agent-policy-abi/1";
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/2";
 
 /// A task key: the task's index in [`View::tasks`], stable for the life of the core.
 pub type TaskKey = u64;
@@ -130,6 +130,9 @@ pub struct Task {
     pub weight: f64,
     /// Devices it needs at once (gang).
     pub gpus: u32,
+    /// Other device counts it can also run on (malleable tasks; empty for most).
+    /// On g devices it runs [`Task::scaled`] times its gang run time.
+    pub alt_gpus: RVec<u32>,
     /// Run time per device at default clocks (unrelated machines); empty when the
     /// run time is workload / speed. `f64::INFINITY` marks a device it cannot use.
     pub runtimes: RVec<f64>,
@@ -145,6 +148,21 @@ impl Task {
         match self.runtimes.get(device.index as usize) {
             Some(&r) => r,
             None => self.workload / device.speed,
+        }
+    }
+
+    /// The device counts it can run on: `gpus` first, then `alt_gpus`.
+    pub fn gpu_counts(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.gpus).chain(self.alt_gpus.iter().copied())
+    }
+
+    /// Its run time on `g` devices given its run time `on_gpus` on `gpus` of
+    /// them: the work divides evenly, so `on_gpus * gpus / g`.
+    pub fn scaled(&self, on_gpus: f64, g: u32) -> f64 {
+        if g == self.gpus {
+            on_gpus
+        } else {
+            on_gpus * f64::from(self.gpus) / f64::from(g)
         }
     }
 
@@ -473,6 +491,7 @@ mod tests {
             deadline: 100.0,
             weight: 1.0,
             gpus: 1,
+            alt_gpus: RVec::new(),
             runtimes: runtimes.into(),
             app: AppModel {
                 name: "default".into(),
@@ -492,6 +511,17 @@ mod tests {
         assert!(!task(vec![7.0, f64::INFINITY]).fits(&device(1, 2.0, 40.0)));
         assert!(!task(vec![]).fits(&device(0, 1.0, 15.0)));
         assert!(task(vec![]).fits(&device(0, 1.0, 16.0)));
+    }
+
+    #[test]
+    fn alternative_counts_divide_the_work() {
+        let mut t = task(vec![]);
+        t.gpus = 2;
+        t.alt_gpus = vec![1, 4].into();
+        assert_eq!(t.gpu_counts().collect::<Vec<_>>(), [2, 1, 4]);
+        assert_eq!(t.scaled(6.0, 2), 6.0);
+        assert_eq!(t.scaled(6.0, 1), 12.0);
+        assert_eq!(t.scaled(6.0, 4), 3.0);
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl Instance {
 
 /// Random instances: 1 to 5 devices of mixed models and speeds, 1 to 29 tasks
 /// with mixed memory, gangs of up to 3, weights, slack and, for some, unrelated
-/// run times with devices they cannot use.
+/// run times with devices they cannot use or alternative device counts.
 pub fn instance() -> impl Strategy<Value = Instance> {
     let devices = prop::collection::vec(
         (
@@ -83,6 +83,7 @@ pub fn instance() -> impl Strategy<Value = Instance> {
                 1u32..100,
                 1u32..5,
                 prop::option::weighted(0.3, prop::collection::vec(runtime, m)),
+                prop::option::weighted(0.2, prop::sample::subsequence(vec![1u32, 2, 3, 4], 1..=2)),
             );
             (Just(devices), prop::collection::vec(task, 1..30))
         })
@@ -99,7 +100,7 @@ pub fn instance() -> impl Strategy<Value = Instance> {
                 .into_iter()
                 .enumerate()
                 .map(
-                    |(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes))| {
+                    |(i, (half_secs, workload, mem_gb, gpus, slack, weight, runtimes, alt))| {
                         let arrival = f64::from(half_secs) / 2.0;
                         TaskSpec {
                             id: format!("t{i}"),
@@ -109,6 +110,11 @@ pub fn instance() -> impl Strategy<Value = Instance> {
                             deadline: arrival + f64::from(slack),
                             weight: f64::from(weight),
                             gpus,
+                            alt_gpus: alt
+                                .unwrap_or_default()
+                                .into_iter()
+                                .filter(|&g| g != gpus)
+                                .collect(),
                             runtimes: runtimes.unwrap_or_default(),
                             app: app.clone(),
                         }
@@ -134,7 +140,9 @@ pub fn valid_devices(task: &TaskSpec, host: &Host) -> Vec<usize> {
         .collect()
 }
 
-/// Checks the validity properties of `rows` (and the `rejected` ids) for `inst`.
+/// Checks the validity properties of `rows` (and the `rejected` ids) for `inst`:
+/// a task runs on `gpus` devices or one of its `alt_gpus` counts, for its run
+/// time there (the slowest device's, scaled by gpus / count).
 pub fn check_valid(
     inst: &Instance,
     rows: &[ScheduleRow],
@@ -172,14 +180,29 @@ pub fn check_valid(
             "{} rejected though it fits",
             task.id
         );
-        prop_assert_eq!(
-            rows.len(),
-            k,
-            "{} must run exactly once on {} devices",
+        let count = rows.len();
+        prop_assert!(
+            count == k || task.alt_gpus.contains(&(count as u32)),
+            "{} must run exactly once on {} devices (or {:?}), ran on {}",
             &task.id,
-            k
+            k,
+            &task.alt_gpus,
+            count
         );
         let (start, end) = (rows[0].start, rows[0].end);
+        let slowest = rows
+            .iter()
+            .map(|r| runtime(task, host, r.gpu as usize))
+            .fold(0.0, f64::max);
+        let expected = slowest * k as f64 / count as f64;
+        prop_assert!(
+            (end - start - expected).abs() <= 1e-9 * expected.max(1.0),
+            "{} ran {} s on {} devices; expected {}",
+            &task.id,
+            end - start,
+            count,
+            expected
+        );
         for r in &rows {
             prop_assert!(
                 r.start == start && r.end == end,
@@ -196,7 +219,12 @@ pub fn check_valid(
         let mut devices: Vec<u32> = rows.iter().map(|r| r.gpu).collect();
         devices.sort_unstable();
         devices.dedup();
-        prop_assert_eq!(devices.len(), k, "{} placed twice on a device", &task.id);
+        prop_assert_eq!(
+            devices.len(),
+            count,
+            "{} placed twice on a device",
+            &task.id
+        );
         prop_assert!(
             start >= task.arrival,
             "{} starts before it arrives",

@@ -99,6 +99,9 @@ pub struct SubmitSpec {
     pub weight: f64,
     /// Devices needed at once (>= 1).
     pub gpus: u32,
+    /// Other device counts it can also run on (the work divides evenly).
+    #[serde(default)]
+    pub gpus_alt: Vec<u32>,
     /// DVFS application profile.
     pub app: String,
     /// Run time on each device at default clocks, seconds (empty: workload / speed).
@@ -114,12 +117,13 @@ pub struct SubmitSpec {
 }
 
 /// The keys `Submit` takes, with their D-Bus types.
-const SPEC_KEYS: [(&str, &str, &str); 11] = [
+const SPEC_KEYS: [(&str, &str, &str); 12] = [
     ("workload", "d", "a number > 0"),
     ("mem_gb", "d", "a number >= 0"),
     ("deadline", "d", "a number >= 0 (seconds after submission)"),
     ("weight", "d", "a number > 0"),
     ("gpus", "u", "an integer >= 1"),
+    ("gpus_alt", "au", "other device counts >= 1"),
     ("app", "s", "a DVFS profile name"),
     ("runtimes", "ad", "numbers > 0 or inf"),
     ("command", "as", "a non-empty argv"),
@@ -137,6 +141,7 @@ impl SubmitSpec {
             deadline,
             weight,
             gpus: 1,
+            gpus_alt: Vec::new(),
             app: "default".into(),
             runtimes: Vec::new(),
             command: Vec::new(),
@@ -160,6 +165,9 @@ impl SubmitSpec {
         d.insert("weight".into(), owned(self.weight));
         if self.gpus != 1 {
             d.insert("gpus".into(), owned(self.gpus));
+        }
+        if !self.gpus_alt.is_empty() {
+            d.insert("gpus_alt".into(), owned(self.gpus_alt.clone()));
         }
         if self.app != "default" {
             d.insert("app".into(), owned(self.app.as_str()));
@@ -217,6 +225,9 @@ impl SubmitSpec {
         );
         if let Some(v) = dict.get("gpus") {
             spec.gpus = u32::try_from(&**v).expect("signature checked");
+        }
+        if let Some(v) = dict.get("gpus_alt") {
+            spec.gpus_alt = Vec::<u32>::try_from(clone(v)).expect("signature checked");
         }
         if let Some(v) = dict.get("app") {
             spec.app = string(v);

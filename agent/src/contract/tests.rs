@@ -11,6 +11,7 @@ fn full_spec() -> SubmitSpec {
         deadline: 600.0,
         weight: 2.0,
         gpus: 2,
+        gpus_alt: vec![1, 4],
         app: "nbody".into(),
         runtimes: vec![10.0, f64::INFINITY],
         command: vec!["/bin/sh".into(), "-c".into(), "true".into()],

@@ -101,12 +101,17 @@ impl Core {
     ) -> Result<Placement, String> {
         self.check_pending(task)?;
         let t = &self.tasks[task as usize];
-        if devices.len() != t.gpus as usize {
+        let count = devices.len() as u32;
+        if !t.gpu_counts().any(|g| g == count) {
+            let alternatives = if t.alt_gpus.is_empty() {
+                String::new()
+            } else {
+                let alt: Vec<String> = t.alt_gpus.iter().map(|g| g.to_string()).collect();
+                format!(" (or {})", alt.join(", "))
+            };
             return Err(format!(
-                "placed task {} on {} device(s); it needs {}",
-                t.id,
-                devices.len(),
-                t.gpus
+                "placed task {} on {count} device(s); it needs {}{alternatives}",
+                t.id, t.gpus
             ));
         }
         let clocks = clocks.into_option().unwrap_or(Clocks::DEFAULT);
@@ -148,7 +153,7 @@ impl Core {
         Ok(Placement {
             devices: devices.to_vec(),
             clocks,
-            runtime: runtime * t.app.time_factor(clocks),
+            runtime: t.scaled(runtime, count) * t.app.time_factor(clocks),
         })
     }
 

@@ -48,10 +48,29 @@ pub struct TaskSpec {
     pub weight: f64,
     /// Devices needed at once.
     pub gpus: u32,
+    /// Other device counts it can also run on (the work divides evenly); the
+    /// core refuses a task only when its `gpus` cannot be met.
+    pub alt_gpus: Vec<u32>,
     /// Per-device run times at default clocks (empty: workload / speed).
     pub runtimes: Vec<f64>,
     /// DVFS application profile.
     pub app: AppModel,
+}
+
+impl TaskSpec {
+    /// Why `alt_gpus` is not a list of distinct device counts >= 1 other than
+    /// `gpus`, if it is not.
+    pub fn alt_gpus_problem(&self) -> Option<String> {
+        let bad = self
+            .alt_gpus
+            .iter()
+            .enumerate()
+            .find(|&(i, &g)| g == 0 || g == self.gpus || self.alt_gpus[..i].contains(&g))?;
+        Some(format!(
+            "expected distinct device counts >= 1 other than gpus ({}), got {}",
+            self.gpus, bad.1
+        ))
+    }
 }
 
 /// What the driver must do.
@@ -493,6 +512,7 @@ fn task_of(key: TaskKey, spec: TaskSpec) -> Task {
         deadline: spec.deadline,
         weight: spec.weight,
         gpus: spec.gpus,
+        alt_gpus: spec.alt_gpus.into(),
         runtimes: spec.runtimes.into(),
         app: spec.app,
         state: TaskState::Pending,

@@ -49,6 +49,7 @@ fn spec(id: &str, arrival: f64, workload: f64) -> TaskSpec {
         deadline: 100.0,
         weight: 1.0,
         gpus: 1,
+        alt_gpus: Vec::new(),
         runtimes: Vec::new(),
         app: AppLibrary::default().get("default").unwrap().clone(),
     }
@@ -197,6 +198,43 @@ fn gang_tasks_cannot_take_a_queue_position() {
         Some("assigned gang task g at position 0: gang tasks join the end of their queues")
     );
     assert_eq!(starts(&actions), vec![(0, vec![0, 1], 1.0)]);
+}
+
+#[test]
+fn alternative_device_counts_divide_the_work() {
+    // b needs 2 devices, or 1 or 3, and takes 4 s on 2: on 1 device it takes 8 s.
+    // c offers 2 or 3; placing it on 1 device is refused.
+    let mut core = core(2, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| match view.task(k).id.as_str() {
+                "b" => assign(k, &[1], None, None),
+                _ => assign(k, &[0], None, None),
+            })
+            .collect())
+    });
+    let (b, actions) = core.submit(
+        0.0,
+        TaskSpec {
+            gpus: 2,
+            alt_gpus: vec![1, 3],
+            ..spec("b", 0.0, 4.0)
+        },
+    );
+    assert_eq!(starts(&actions), vec![(b, vec![1], 8.0)]);
+    let (_, actions) = core.submit(
+        0.0,
+        TaskSpec {
+            gpus: 2,
+            alt_gpus: vec![3],
+            ..spec("c", 0.0, 4.0)
+        },
+    );
+    assert_eq!(
+        fault(&actions),
+        Some("placed task c on 1 device(s); it needs 2 (or 3)")
+    );
 }
 
 #[test]

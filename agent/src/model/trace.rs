@@ -29,7 +29,7 @@ pub struct TraceTask {
 }
 
 const REQUIRED: [&str; 6] = ["id", "arrival", "workload", "mem_gb", "deadline", "weight"];
-const OPTIONAL: [&str; 4] = ["gpus", "runtimes", "app", "command"];
+const OPTIONAL: [&str; 5] = ["gpus", "gpus_alt", "runtimes", "app", "command"];
 
 impl Trace {
     /// Reads and checks a trace against `host` (for `runtimes`) and `apps`.
@@ -83,8 +83,9 @@ impl Trace {
             })?;
         }
         let [id_col, arrival_col, workload_col, mem_col, deadline_col, weight_col] = required;
-        let (gpus_col, runtimes_col, app_col, command_col) = (
+        let (gpus_col, alt_col, runtimes_col, app_col, command_col) = (
             column("gpus"),
+            column("gpus_alt"),
             column("runtimes"),
             column("app"),
             column("command"),
@@ -131,6 +132,19 @@ impl Trace {
                         ))
                     }
                 },
+            };
+            let alt_gpus = match alt_col.map(field).filter(|s| !s.is_empty()) {
+                None => Vec::new(),
+                Some(text) => text
+                    .split(';')
+                    .map(|v| v.trim().parse::<u32>().ok())
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(|| {
+                        err(
+                            "gpus_alt",
+                            format!("expected ';'-separated integers >= 1, got {text:?}"),
+                        )
+                    })?,
             };
             let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
                 None => Vec::new(),
@@ -184,9 +198,13 @@ impl Trace {
                 deadline: number(deadline_col, "deadline", Rule::Finite)?,
                 weight: number(weight_col, "weight", Rule::Positive)?,
                 gpus,
+                alt_gpus,
                 runtimes,
                 app: app.clone(),
             };
+            if let Some(problem) = spec.alt_gpus_problem() {
+                return Err(err("gpus_alt", problem));
+            }
             let command = command_col
                 .map(field)
                 .filter(|s| !s.is_empty())
@@ -314,6 +332,36 @@ mod tests {
         assert_eq!(
             parse("id,arrival,workload,mem_gb,deadline\n").unwrap_err(),
             "trace.csv:1: missing required column \"weight\""
+        );
+        let alt = "id,arrival,workload,mem_gb,deadline,weight,gpus,gpus_alt\n";
+        for (row, expected) in [
+            (
+                "a,0,1,1,1,1,2,1;x",
+                "expected ';'-separated integers >= 1, got \"1;x\"",
+            ),
+            (
+                "a,0,1,1,1,1,2,1;2",
+                "expected distinct device counts >= 1 other than gpus (2), got 2",
+            ),
+            (
+                "a,0,1,1,1,1,1,4;4",
+                "expected distinct device counts >= 1 other than gpus (1), got 4",
+            ),
+            (
+                "a,0,1,1,1,1,1,0",
+                "expected distinct device counts >= 1 other than gpus (1), got 0",
+            ),
+        ] {
+            assert_eq!(
+                parse(&format!("{alt}{row}\n")).unwrap_err(),
+                format!("trace.csv:2: column gpus_alt: {expected}")
+            );
+        }
+        assert_eq!(
+            parse(&format!("{alt}a,0,1,1,1,1,2,1;4\n")).unwrap().tasks[0]
+                .spec
+                .alt_gpus,
+            [1, 4]
         );
         let with = "id,arrival,workload,mem_gb,deadline,weight,gpus,runtimes,app\n";
         assert_eq!(

@@ -335,6 +335,7 @@ async fn submit(
         t.weight,
     );
     spec.gpus = t.gpus;
+    spec.gpus_alt = t.alt_gpus.clone();
     spec.app = t.app.name.to_string();
     spec.runtimes = t.runtimes.clone();
     spec.name = t.id.clone();

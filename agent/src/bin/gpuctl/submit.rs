@@ -33,6 +33,11 @@ pub struct Args {
     /// Devices the task needs at once (a gang task starts on all together) [default: 1].
     #[arg(long, value_name = "N")]
     gpus: Option<u32>,
+    /// Other device counts the task can also run on, e.g. 1,4 (the work divides
+    /// evenly: on g devices it takes gpus/g of its time); policies such as
+    /// edf-hier may choose one.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    gpus_alt: Vec<u32>,
     /// DVFS application profile, for the clocks and power model [default: default].
     #[arg(long, value_name = "NAME")]
     app: Option<String>,
@@ -74,6 +79,7 @@ fn spec(args: &Args) -> SubmitSpec {
     if let Some(gpus) = args.gpus {
         spec.gpus = gpus;
     }
+    spec.gpus_alt = args.gpus_alt.clone();
     if let Some(app) = &args.app {
         spec.app = app.clone();
     }
@@ -160,6 +166,8 @@ mod tests {
             "1",
             "--gpus",
             "2",
+            "--gpus-alt",
+            "1,4",
             "--app",
             "nbody",
             "--name",
@@ -185,6 +193,7 @@ mod tests {
                 deadline: 5400.0,
                 weight: 1.0,
                 gpus: 2,
+                gpus_alt: vec![1, 4],
                 app: "nbody".into(),
                 runtimes: vec![10.0, f64::INFINITY],
                 command: vec!["/bin/sh".into(), "-c".into(), "echo --json".into()],

@@ -292,7 +292,15 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
             ),
         ),
         ("weight", s.weight.to_string()),
-        ("gpus", s.gpus.to_string()),
+        (
+            "gpus",
+            if s.gpus_alt.is_empty() {
+                s.gpus.to_string()
+            } else {
+                let alt: Vec<String> = s.gpus_alt.iter().map(u32::to_string).collect();
+                format!("{} (or {})", s.gpus, alt.join(", "))
+            },
+        ),
         ("app", s.app.clone()),
     ]);
     let runtimes: Vec<String> = s

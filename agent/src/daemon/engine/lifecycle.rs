@@ -296,6 +296,7 @@ impl Engine {
                 deadline: self.time.model_of_unix(info.submitted) + info.spec.deadline,
                 weight: info.spec.weight,
                 gpus: info.spec.gpus,
+                alt_gpus: info.spec.gpus_alt.clone(),
                 runtimes: info.spec.runtimes.clone(),
                 app: self.apps.get(&info.spec.app).cloned().unwrap_or_else(|| {
                     log::warn!(

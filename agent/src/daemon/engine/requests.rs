@@ -111,9 +111,13 @@ impl Engine {
             deadline: now + spec.deadline,
             weight: spec.weight,
             gpus: spec.gpus,
+            alt_gpus: spec.gpus_alt.clone(),
             runtimes: spec.runtimes.clone(),
             app: app.clone(),
         };
+        if let Some(problem) = core_spec.alt_gpus_problem() {
+            return Err(invalid(format!("key \"gpus_alt\": {problem}")));
+        }
         if let Some(reason) = self.core.refusal(&core_spec) {
             return Err(AgentError::Unschedulable(reason));
         }
