@@ -158,6 +158,12 @@ async fn refusals_carry_their_error_names() {
         crate::contract::describe_error(&agent.submit(wide.to_dict()).await.unwrap_err()),
         "org.gpuagent.Agent1.Error.InvalidArgument: key \"runtimes\": expected 2 values (one per device of the host), got 1"
     );
+    let mut alt = SubmitSpec::new(10.0, 1.0, 60.0, 2.0);
+    (alt.gpus, alt.gpus_alt) = (2, vec![1, 2]);
+    assert_eq!(
+        crate::contract::describe_error(&agent.submit(alt.to_dict()).await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.InvalidArgument: key \"gpus_alt\": expected distinct device counts >= 1 other than gpus (2), got 2"
+    );
     let mut app = SubmitSpec::new(10.0, 1.0, 60.0, 2.0);
     app.app = "nbody".into();
     assert_eq!(

@@ -373,6 +373,7 @@ mod tests {
                 deadline: 600.0,
                 weight: 2.0,
                 gpus: 2,
+                gpus_alt: vec![1],
                 app: "nbody".into(),
                 runtimes: vec![10.0, f64::INFINITY],
                 command: vec!["/bin/sh".into(), "-c".into(), "echo 'hi' $X".into()],
@@ -435,7 +436,7 @@ mod tests {
              memory     30 GB per device\n\
              deadline   10m after submission: 2024-03-14 09:36:53 (in 5m), met\n\
              weight     2\n\
-             gpus       2\n\
+             gpus       2 (or 1)\n\
              app        nbody\n\
              runtimes   0: 10s, 1: inf\n\
              command    /bin/sh -c 'echo '\\''hi'\\'' $X'\n\
