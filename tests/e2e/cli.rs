@@ -68,6 +68,36 @@ fn usage_errors_say_what_is_wrong() {
         failure(&param),
         "gpuctl: error: --param seed: none of the selected policies takes it\n"
     );
+    let gantt = sim.path("g.svg");
+    let two = sim.run(&[
+        "--policy",
+        "fifo",
+        "--policy",
+        "greedy-eft",
+        "--gantt",
+        &gantt,
+    ]);
+    assert_eq!(
+        failure(&two),
+        "gpuctl: error: --gantt needs exactly one --policy (got 2)\n"
+    );
+    let scoped = sim.run(&["--policy", "fifo", "--param", "greedy-eft:seed=3"]);
+    assert_eq!(
+        failure(&scoped),
+        "gpuctl: error: --param greedy-eft:seed: greedy-eft is not a selected --policy\n"
+    );
+    let scoped = sim.run(&["--policy", "fifo", "--param", "fifo:seed=3"]);
+    assert_eq!(
+        failure(&scoped),
+        "gpuctl: error: --param fifo:seed: fifo takes no parameters\n"
+    );
+    let malformed = sim.run(&["--policy", "fifo", "--param", ":seed=3"]);
+    assert!(
+        failure(&malformed).contains("expected KEY=VALUE or POLICY:KEY=VALUE, got \":seed=3\""),
+        "{}",
+        failure(&malformed)
+    );
+    assert!(!Path::new(&gantt).exists());
     let unknown = sim.run(&["--policy", "fifo", "--policy", "annealing"]);
     assert_eq!(
         failure(&unknown),
@@ -100,6 +130,7 @@ fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
         "makespan",
         "policy",
         "rejected",
+        "scheduling",
         "tasks",
         "twct",
         "twt",
@@ -107,6 +138,9 @@ fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
     ];
     expected.sort();
     assert_eq!(keys, expected);
+    // One arrival and one finish: two decision points.
+    assert_eq!(one["scheduling"]["decision_points"], 2);
+    assert!(one["scheduling"]["wall_s"].as_f64().unwrap() > 0.0);
     let many = success(&sim.run(&["--policy", "greedy-eft", "--policy", "fifo", "--json"]));
     let many: serde_json::Value = serde_json::from_str(&many).unwrap();
     let order: Vec<_> = many
@@ -154,4 +188,54 @@ fn the_bundled_example_runs_as_the_readme_says() {
         assert_eq!(m["tasks"], 24);
         assert_eq!(m["rejected"][0]["id"], "job20");
     }
+}
+
+#[test]
+fn gantt_chart_and_markdown_show_the_schedule_and_the_comparison() {
+    // a (deadline 5) runs 0..4 on GPU 0; b (deadline 1, weight 3) 0..2 on GPU 1, late.
+    let sim = sim("a,0,4,1,5,1\nb,0,2,1,1,3\n");
+    let (gantt, chart, markdown) = (sim.path("g.svg"), sim.path("c.svg"), sim.path("t.md"));
+    success(&sim.run(&["--policy", "fifo", "--gantt", &gantt]));
+    let svg = std::fs::read_to_string(&gantt).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    for text in [
+        ">\nGPU 0 T4\n<",
+        ">\nGPU 1 T4\n<",
+        ">\na\n<",
+        ">\nb\n<",
+        "twt 3.0, 1 late (red)",
+    ] {
+        assert!(svg.contains(text), "{text} missing from the Gantt chart");
+    }
+    // One bar in the late colour (b), one in the on-time colour (a).
+    assert_eq!(svg.matches("fill=\"#D64541\"").count(), 1);
+    assert_eq!(svg.matches("fill=\"#4682B4\"").count(), 1);
+
+    let out = sim.run(&[
+        "--policy",
+        "fifo",
+        "--policy",
+        "greedy-eft",
+        "--chart",
+        &chart,
+        "--markdown",
+        &markdown,
+        "--repeat",
+        "3",
+    ]);
+    let table = success(&out);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("different schedule"));
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    for text in [">\nfifo\n<", ">\ngreedy-eft\n<", ">\ntwt\n<", ">\nmakespan\n<"] {
+        assert!(svg.contains(text), "{text} missing from the chart");
+    }
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(
+        md.starts_with(
+            "| policy | fifo | greedy-eft |\n| --- | ---: | ---: |\n| tasks | 2 | 2 |\n| rejected | 0 | 0 |\n| twt | 3.000 | 3.000 |\n"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("\n| sched_ms | "), "{md}");
+    assert!(table.contains("\ndecisions/s "), "{table}");
 }

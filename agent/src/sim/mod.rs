@@ -12,6 +12,7 @@ pub mod schedule;
 use std::{
     cmp::{Ordering, Reverse},
     collections::{BinaryHeap, HashSet},
+    time::{Duration, Instant},
 };
 
 use gpu_agent_plugin_api::TaskKey;
@@ -46,6 +47,25 @@ pub struct Outcome {
     pub schedule: Vec<ScheduleRow>,
     /// Policy faults that made the core fall back to FIFO, as `policy: reason`.
     pub faults: Vec<String>,
+    /// Time spent deciding.
+    pub scheduling: SchedulingTime,
+}
+
+/// The wall time the scheduler core (the policy included) took over a replay:
+/// the only part of a simulation that is not deterministic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct SchedulingTime {
+    /// Wall time inside the core's submit and handle calls, seconds.
+    pub wall_s: f64,
+    /// Decision points: calls into the core (arrivals, finishes, wake-ups).
+    pub decision_points: u64,
+}
+
+impl SchedulingTime {
+    /// Decision points per second of scheduling time.
+    pub fn decisions_per_s(&self) -> f64 {
+        self.decision_points as f64 / self.wall_s
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -124,6 +144,7 @@ pub fn simulate(
         busy_s: vec![0.0; host.devices.len()],
     };
     let mut next = 0;
+    let mut clock = Stopwatch::default();
     loop {
         let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
         let heap_first = run.heap.peek().is_some_and(|Reverse(e)| {
@@ -138,14 +159,14 @@ pub fn simulate(
                     Input::Timer
                 }
             };
-            (entry.time, core.handle(entry.time, input))
+            (entry.time, clock.time(|| core.handle(entry.time, input)))
         } else if let Some(a) = arrival {
             let spec = trace.tasks[order[next]].spec.clone();
             next += 1;
             progress(next);
-            (a, core.submit(a, spec).1)
+            (a, clock.time(|| core.submit(a, spec).1))
         } else if core.unfinished() > 0 {
-            let actions = core.handle(run.now, Input::Stalled);
+            let actions = clock.time(|| core.handle(run.now, Input::Stalled));
             if !actions.iter().any(|a| {
                 matches!(
                     a,
@@ -185,7 +206,28 @@ pub fn simulate(
         metrics,
         schedule: run.schedule,
         faults: run.faults,
+        scheduling: SchedulingTime {
+            wall_s: clock.total.as_secs_f64(),
+            decision_points: clock.calls,
+        },
     })
+}
+
+/// Adds up the wall time of the calls it times.
+#[derive(Default)]
+struct Stopwatch {
+    total: Duration,
+    calls: u64,
+}
+
+impl Stopwatch {
+    fn time<T>(&mut self, call: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let result = call();
+        self.total += started.elapsed();
+        self.calls += 1;
+        result
+    }
 }
 
 /// The simulator's bookkeeping while it runs.

@@ -318,7 +318,7 @@ pub fn metrics(args: MetricsArgs) -> Result<()> {
     if args.json {
         emit_json(&metrics)?;
     } else {
-        emit(&metrics_table(&[&metrics]))?;
+        emit(&metrics_table(&[&metrics]).render())?;
     }
     Ok(())
 }

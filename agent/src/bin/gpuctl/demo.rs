@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<()> {
         write!(
             out,
             "{}",
-            crate::table::metrics_table(&[&daemon, &simulated])
+            crate::table::metrics_table(&[&daemon, &simulated]).render()
         )?;
     }
     Ok(())

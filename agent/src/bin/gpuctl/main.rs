@@ -5,6 +5,7 @@ mod client;
 mod clock;
 mod demo;
 mod inspect;
+mod plot;
 mod simulate;
 mod submit;
 mod table;

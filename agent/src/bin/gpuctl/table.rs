@@ -71,14 +71,36 @@ impl Table {
         }
         text
     }
+
+    /// The table in GitHub markdown: the first row is the header.
+    pub fn render_markdown(&self) -> String {
+        let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+        let Some((header, body)) = self.rows.split_first() else {
+            return String::new();
+        };
+        let rule: Vec<String> = self
+            .align
+            .iter()
+            .map(|a| match a {
+                Align::Left => "---".to_string(),
+                Align::Right => "---:".to_string(),
+            })
+            .collect();
+        let mut text = line(header);
+        text.push_str(&line(&rule));
+        for row in body {
+            text.push_str(&line(row));
+        }
+        text
+    }
 }
 
 /// One row of the metrics table: its label and how a policy's value reads.
 type MetricRow = (&'static str, fn(&Metrics) -> String);
 
-/// The metrics (formats.md §4) as a text table: one row per metric, one
-/// column per policy.
-pub fn metrics_table(metrics: &[&Metrics]) -> String {
+/// The metrics (formats.md §4) as a table: one row per metric, one column
+/// per policy.
+pub fn metrics_table(metrics: &[&Metrics]) -> Table {
     let fields: [MetricRow; 11] = [
         ("policy", |m| m.policy.clone()),
         ("tasks", |m| m.tasks.to_string()),
@@ -100,7 +122,7 @@ pub fn metrics_table(metrics: &[&Metrics]) -> String {
         row.extend(metrics.iter().map(|m| value(m)));
         table.row(row);
     }
-    table.render()
+    table
 }
 
 #[cfg(test)]
@@ -122,6 +144,16 @@ mod tests {
             "ID          N  NOTE\n\
              a        1234  x\n\
              long-id     5\n"
+        );
+    }
+
+    #[test]
+    fn markdown_marks_number_columns_right_aligned() {
+        let mut t = Table::with_header(&[("metric", Align::Left), ("fifo", Align::Right)]);
+        t.row(vec!["twt".into(), "1.500".into()]);
+        assert_eq!(
+            t.render_markdown(),
+            "| metric | fifo |\n| --- | ---: |\n| twt | 1.500 |\n"
         );
     }
 
@@ -150,7 +182,7 @@ mod tests {
             ..a.clone()
         };
         assert_eq!(
-            metrics_table(&[&a, &b]),
+            metrics_table(&[&a, &b]).render(),
             "policy         fifo  greedy-eft\n\
              tasks             3           3\n\
              rejected          1           1\n\
