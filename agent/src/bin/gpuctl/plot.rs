@@ -126,8 +126,11 @@ fn draw_gantt(
     Ok(())
 }
 
+/// A metric of the comparison chart: its name and how a policy's value reads.
+type Compared = (&'static str, fn(&Metrics) -> f64);
+
 /// The metrics drawn in the comparison chart: lower is better for each.
-const COMPARED: [(&str, fn(&Metrics) -> f64); 5] = [
+const COMPARED: [Compared; 5] = [
     ("twt", |m| m.twt),
     ("twct", |m| m.twct),
     ("act", |m| m.act),
