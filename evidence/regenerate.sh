@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Regenerates evidence/report.md and its SVG charts: every shipped policy on
+# (a) random heterogeneous instances, (b) a slice of the Alibaba GPU trace and
+# (c) the published SOS workload, through `gpuctl simulate`.
+#
+#   evidence/regenerate.sh            # from the repository root or anywhere
+#
+# Needs ../shared/data beside the repository for (b) and (c); without it those
+# sections say so. Takes about a minute on two cores after the release build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+POLICIES=(fifo greedy-eft sa-greedy sos edf-hier)
+SEEDS=(1 2 3)
+REPEAT=3
+SHARED=../shared/data
+OUT=evidence
+
+say() { printf '== %s\n' "$*" >&2; }
+
+say "building gpuctl and the plugins (release)"
+cargo build --release --quiet
+GPUCTL=target/release/gpuctl
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+policy_args=()
+for p in "${POLICIES[@]}"; do policy_args+=(--policy "$p"); done
+
+# compare NAME HOST TRACE [gpuctl simulate options...]: table, chart and JSON.
+compare() {
+    local name=$1 host=$2 trace=$3
+    shift 3
+    say "$name: ${POLICIES[*]}"
+    "$GPUCTL" simulate --host "$host" --trace "$trace" "${policy_args[@]}" "$@" \
+        --repeat "$REPEAT" --markdown "$work/$name.md" --chart "$OUT/$name.svg" \
+        --json >"$work/$name.json"
+}
+
+rm -f "$OUT"/*.svg
+for seed in "${SEEDS[@]}"; do
+    python3 "$OUT/gen_random.py" "$seed" "$work/random-$seed.toml" "$work/random-$seed.csv"
+    compare "random-$seed" "$work/random-$seed.toml" "$work/random-$seed.csv"
+done
+for p in greedy-eft sa-greedy; do
+    say "gantt: $p on random-1"
+    "$GPUCTL" simulate --host "$work/random-1.toml" --trace "$work/random-1.csv" \
+        --policy "$p" --gantt "$OUT/gantt-random-1-$p.svg" >/dev/null
+done
+
+ALIBABA_SLICE=(--max-nodes 8 --limit 800)
+if [ -d "$SHARED/traces/alibaba-gpu-v2023" ]; then
+    say "importing the Alibaba slice"
+    "$GPUCTL" trace import alibaba-v2023 "$SHARED/traces/alibaba-gpu-v2023/openb_pod_list_default.csv" \
+        --nodes "$SHARED/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv" \
+        "${ALIBABA_SLICE[@]}" --out-host "$work/alibaba.toml" --out-trace "$work/alibaba.csv" \
+        --json >"$work/alibaba-import.json"
+    compare alibaba "$work/alibaba.toml" "$work/alibaba.csv"
+fi
+if [ -f "$SHARED/sos/sim_5_machines.txt" ]; then
+    say "converting the SOS workload"
+    "$GPUCTL" trace import sos "$SHARED/sos/sim_5_machines.txt" \
+        --out-host "$work/sos.toml" --out-trace "$work/sos.csv" --json >"$work/sos-import.json"
+    compare sos "$work/sos.toml" "$work/sos.csv" --param sos:alpha=0.6
+fi
+
+say "writing $OUT/report.md"
+python3 "$OUT/report.py" "$work" "$OUT/report.md" "${SEEDS[*]}" "${ALIBABA_SLICE[*]}" "$REPEAT"
