@@ -18,5 +18,6 @@ mod daemon_exec;
 mod daemon_policy;
 mod demo;
 mod harness;
+mod import;
 mod inspect;
 mod plugin_loading;
