@@ -223,8 +223,11 @@ pub fn convert(
     }
     let totals = read_nodes(nodes_path, nodes)?;
     let all: u64 = totals.iter().map(|(_, n)| n).sum();
+    if all == 0 {
+        return Err(InputError::at(nodes_path, None, None, "no node with GPUs").into());
+    }
     let wanted = options.gpus.map_or(all, u64::from);
-    if all == 0 || wanted == 0 || wanted > all {
+    if wanted == 0 || wanted > all {
         return Err(ImportError::Option {
             option: "--gpus",
             message: format!(
@@ -843,6 +846,10 @@ mod tests {
         assert_eq!(
             convert_text(HEAD, "sn,gpu,model\nn0,two,T4\n", &Options::default()).unwrap_err(),
             "nodes.csv:2: column gpu: expected an integer >= 0, got \"two\""
+        );
+        assert_eq!(
+            convert_text(HEAD, "sn,gpu,model\nn0,0,\n", &Options::default()).unwrap_err(),
+            "nodes.csv: no node with GPUs"
         );
         assert_eq!(
             convert_text(HEAD, "sn,model\n", &Options::default()).unwrap_err(),
