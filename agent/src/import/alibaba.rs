@@ -321,7 +321,7 @@ pub fn convert(
             let run = deletion - scheduled;
             // A fractional pod becomes a whole-GPU task doing the same GPU
             // work: its run time times its share.
-            let workload = (run * pod.milli) as f64 / 1000.0;
+            let workload = run as f64 * pod.milli as f64 / 1000.0;
             let share = pod.milli as f64 / 1000.0;
             if pod.milli < 1000 {
                 summary.fractional += 1;

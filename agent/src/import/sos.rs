@@ -151,7 +151,7 @@ pub fn convert(
         }
         for (i, &p_i) in p.iter().enumerate() {
             let alpha = integer(1 + m + i, &format!("alpha_{i}"), 0)?;
-            let expected = ALPHA_TENTHS * p_i / 10;
+            let expected = (u128::from(ALPHA_TENTHS) * u128::from(p_i) / 10) as u64;
             if alpha != expected {
                 return Err(column_error(
                     path,
@@ -293,6 +293,10 @@ mod tests {
             (
                 "5 10 11 12 13 14 6 6 7 7 9 3\n",
                 "jobs.txt:2: column alpha_4: expected floor(0.6 × p_4) = 8 (the workload is for α = 0.6), got 9",
+            ),
+            (
+                "5 18446744073709551615 11 12 13 14 0 6 7 7 8 3\n",
+                "jobs.txt:2: column alpha_0: expected floor(0.6 × p_0) = 11068046444225730969 (the workload is for α = 0.6), got 0",
             ),
             (
                 "5 10 11 x 13 14 6 6 7 7 8 3\n",
