@@ -3,6 +3,7 @@
 //! - [`backend`]: the GPU backend trait, the mock GPU and the NVML backend;
 //! - [`model`]: what users write by hand (hosts, traces, DVFS profiles) and the
 //!   GPU catalogue;
+//! - [`import`]: converting public workloads into hosts and traces;
 //! - [`core`]: the sans-IO scheduler core;
 //! - [`plugins`]: loading policy plugins;
 //! - [`sim`]: the offline simulator that replays traces through the core;
@@ -14,6 +15,7 @@ pub mod backend;
 pub mod contract;
 pub mod core;
 pub mod daemon;
+pub mod import;
 pub mod model;
 pub mod plugins;
 pub mod private_bus;

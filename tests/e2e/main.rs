@@ -18,6 +18,7 @@ mod daemon_exec;
 mod daemon_policy;
 mod demo;
 mod harness;
+mod import;
 mod inspect;
 mod plugin_loading;
 mod validity;

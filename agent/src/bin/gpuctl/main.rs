@@ -10,6 +10,7 @@ mod simulate;
 mod submit;
 mod table;
 mod tasks;
+mod trace;
 mod units;
 
 use std::io::{ErrorKind, Write};
@@ -41,6 +42,7 @@ enum Command {
     Simulate(simulate::Args),
     Inspect(inspect::Args),
     Demo(demo::Args),
+    Trace(trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Trace(args) => trace::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
