@@ -48,7 +48,7 @@ for p in greedy-eft sa-greedy; do
         --policy "$p" --gantt "$OUT/gantt-random-1-$p.svg" >/dev/null
 done
 
-ALIBABA_SLICE=(--max-nodes 8 --limit 800)
+ALIBABA_SLICE=(--gpus 32 --from 11600000 --limit 1000)
 if [ -d "$SHARED/traces/alibaba-gpu-v2023" ]; then
     say "importing the Alibaba slice"
     "$GPUCTL" trace import alibaba-v2023 "$SHARED/traces/alibaba-gpu-v2023/openb_pod_list_default.csv" \
