@@ -1,14 +1,14 @@
 //! `gpu-agentd`: the gpu-agent service. See `gpu_agent::daemon`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use gpu_agent::daemon::{
     self,
-    config::{Bus, Config, DEFAULT_CONFIG},
+    config::{Overrides, Source},
 };
 
 /// The gpu-agent service: owns this host's GPUs, queues and schedules tasks
@@ -90,32 +90,27 @@ fn init_logging() -> bool {
 }
 
 fn run(args: Args, journal: bool) -> Result<()> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None if Path::new(DEFAULT_CONFIG).exists() => Config::load(Path::new(DEFAULT_CONFIG))?,
-        None => Config::default(),
-    };
-    if let Some(mock) = args.mock {
-        config.mock = Some(mock);
-    }
-    if args.session {
-        config.bus = Bus::Session;
-    }
     if let Some(x) = args.time_scale {
         anyhow::ensure!(
             x.is_finite() && x > 0.0,
             "--time-scale: expected a number > 0, got {x}"
         );
-        config.time_scale = x;
     }
-    if let Some(dir) = args.state_dir {
-        config.state_dir = dir;
-    }
-    let plugin_dir = match args.plugin_dir.or(config.plugin_dir.clone()) {
-        Some(dir) => dir,
-        None => gpu_agent::plugins::default_dir().context("cannot locate the plugin directory")?,
+    let source = Source {
+        file: args.config,
+        overrides: Overrides {
+            mock: args.mock,
+            session: args.session,
+            time_scale: args.time_scale,
+            state_dir: args.state_dir,
+            plugin_dir: args.plugin_dir,
+        },
+        default_plugin_dir: gpu_agent::plugins::default_dir()
+            .context("cannot locate the plugin directory")?,
     };
+    let (config, plugin_dir) = source.read()?;
     let options = daemon::Options {
+        source,
         config,
         policy: args.policy,
         plugin_dir,
