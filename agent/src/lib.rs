@@ -8,12 +8,14 @@
 //! - [`sim`]: the offline simulator that replays traces through the core;
 //! - [`contract`]: the D-Bus names, errors, wire types and client proxies;
 //! - [`daemon`]: `gpu-agentd`, the service;
+//! - [`manual`]: the manual pages, generated from the command lines;
 //! - [`private_bus`]: a bus of its own, for the demo and tests.
 
 pub mod backend;
 pub mod contract;
 pub mod core;
 pub mod daemon;
+pub mod manual;
 pub mod model;
 pub mod plugins;
 pub mod private_bus;
