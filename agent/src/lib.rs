@@ -9,6 +9,7 @@
 //! - [`sim`]: the offline simulator that replays traces through the core;
 //! - [`contract`]: the D-Bus names, errors, wire types and client proxies;
 //! - [`daemon`]: `gpu-agentd`, the service;
+//! - [`manual`]: the manual pages, generated from the command lines;
 //! - [`private_bus`]: a bus of its own, for the demo and tests.
 
 pub mod backend;
@@ -16,6 +17,7 @@ pub mod contract;
 pub mod core;
 pub mod daemon;
 pub mod import;
+pub mod manual;
 pub mod model;
 pub mod plugins;
 pub mod private_bus;

@@ -171,6 +171,25 @@ impl Daemon {
         self.state.path()
     }
 
+    /// The daemon's plugin directory (a test may add or remove files).
+    pub fn plugin_dir(&self) -> &Path {
+        self.plugins.path()
+    }
+
+    /// The `--config` file, when the settings gave one (a test may rewrite
+    /// it before a reload).
+    pub fn config_file(&self) -> Option<PathBuf> {
+        self.settings
+            .config
+            .as_ref()
+            .map(|_| self.scratch.path().join("agent.toml"))
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the daemon is running").id()
+    }
+
     /// Everything the daemon wrote to stderr so far, over every start.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

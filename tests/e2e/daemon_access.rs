@@ -318,6 +318,16 @@ fn daemon_access_member_submits_and_cancels_its_own() {
         ))
     );
     assert_eq!(
+        gdbus(&d, who, "Reload", &[]),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not reload the configuration and plugins: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
+    assert_eq!(
         gdbus(&d, who, "Cancel", &[&roots]),
         Err((
             DENIED.into(),

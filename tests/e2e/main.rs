@@ -16,6 +16,7 @@ mod daemon_crash;
 mod daemon_errors;
 mod daemon_exec;
 mod daemon_policy;
+mod daemon_reload;
 mod demo;
 mod harness;
 mod import;

@@ -76,6 +76,9 @@ pub trait Agent1 {
     fn list_policies(&self) -> zbus::Result<Vec<(String, String)>>;
     /// Makes `name` the active policy; queued tasks move to it.
     fn set_policy(&self, name: &str) -> zbus::Result<()>;
+    /// Reads the daemon's configuration file again and re-scans its plugin
+    /// directory (admins); returns the changed keys that wait for the next start.
+    fn reload(&self) -> zbus::Result<Vec<String>>;
     /// formats.md §4 metrics over the finished tasks.
     fn metrics(&self) -> zbus::Result<std::collections::HashMap<String, OwnedValue>>;
     /// A task changed state.

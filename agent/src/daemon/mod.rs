@@ -28,7 +28,7 @@ use crate::model::{
     apps::AppLibrary, catalogue, host::DeviceSpec, host::Host, input_error::InputError,
 };
 use crate::plugins::{PluginError, PolicyInstance, Registry};
-use config::{Bus, Config};
+use config::{Bus, Config, Source};
 use engine::{Engine, Notice, Request, Setup, Timebase};
 use service::{AgentService, DeviceObject};
 use store::{Store, StoreError};
@@ -70,7 +70,9 @@ pub enum DaemonError {
 
 /// What the daemon runs with: the configuration after the command line.
 pub struct Options {
-    /// The configuration.
+    /// Where the configuration comes from; `Reload` reads it again.
+    pub source: Source,
+    /// The configuration `source` gave at start.
     pub config: Config,
     /// `--policy`: overrides the stored and configured policy.
     pub policy: Option<String>,
@@ -170,8 +172,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             apps,
             time,
             log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
-            cancel_grace: Duration::from_secs_f64(cfg.cancel_grace_s),
-            keep_tasks_on_stop: cfg.keep_tasks_on_stop,
+            config: cfg.clone(),
+            source: options.source.clone(),
             notices,
             rt: tokio::runtime::Handle::current(),
         },
@@ -180,6 +182,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
     let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
     let sampler = tokio::spawn(devices::sample(backend, devices, objects));
+    let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
     let watchdog = supervise::ready();
     log::info!("serving {BUS_NAME} on the {bus_name} bus");
 
@@ -193,6 +196,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     drop(engine);
     let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
     sampler.abort();
+    hangups.abort();
     if let Some(w) = watchdog {
         w.abort();
     }
@@ -201,6 +205,29 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     conn.release_name(BUS_NAME).await.ok();
     log::info!("stopped");
     Ok(())
+}
+
+/// Reloads on each SIGHUP, as the D-Bus method `Reload` does; the outcome
+/// goes to the log (the engine logs a success).
+async fn reload_on_hangup(engine: std::sync::mpsc::Sender<Request>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(e) => {
+            log::warn!("cannot handle SIGHUP: {e}");
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        log::info!("SIGHUP: reloading");
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if engine.send(Request::Reload { reply }).is_err() {
+            return;
+        }
+        if let Ok(Err(e)) = answer.await {
+            log::error!("{e}");
+        }
+    }
 }
 
 /// The schedulable devices of the NVML backend: every GPU, described by its

@@ -132,6 +132,19 @@ impl AgentService {
         self.ask(|reply| Request::SetPolicy { name, reply }).await
     }
 
+    /// Reads the configuration file again and re-scans the plugin directory;
+    /// returns the changed keys that only take effect at the next start.
+    async fn reload(
+        &self,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<String>, AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("reload the configuration and plugins")?;
+        self.ask(|reply| Request::Reload { reply }).await
+    }
+
     /// formats.md §4 metrics over the finished tasks.
     async fn metrics(&self) -> Result<Dict, AgentError> {
         Ok(metrics_to_dict(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use zbus::{connection, Guid};
 
+use super::config::{Config, Overrides, Source};
 use super::engine::{Engine, Setup, Timebase};
 use super::service::AgentService;
 use super::store::Store;
@@ -43,8 +44,17 @@ async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
             apps: AppLibrary::default(),
             time,
             log_dir: Some(dir.join("logs")),
-            cancel_grace: Duration::from_secs(1),
-            keep_tasks_on_stop: false,
+            config: Config {
+                state_dir: dir.to_path_buf(),
+                plugin_dir: Some(dir.join("plugins")),
+                cancel_grace_s: 1.0,
+                ..Config::default()
+            },
+            source: Source {
+                file: Some(dir.join("agent.toml")),
+                overrides: Overrides::default(),
+                default_plugin_dir: dir.join("plugins"),
+            },
             notices,
             rt: tokio::runtime::Handle::current(),
         },

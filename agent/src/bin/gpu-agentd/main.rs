@@ -1,15 +1,16 @@
 //! `gpu-agentd`: the gpu-agent service. See `gpu_agent::daemon`.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use gpu_agent::daemon::{
     self,
-    config::{Bus, Config, DEFAULT_CONFIG},
+    config::{Overrides, Source},
 };
+use gpu_agent::manual::Section;
 
 /// The gpu-agent service: owns this host's GPUs, queues and schedules tasks
 /// on them under a policy plugin, and serves org.gpuagent.Agent1 on D-Bus.
@@ -22,7 +23,6 @@ use gpu_agent::daemon::{
 #[command(
     name = "gpu-agentd",
     version,
-    about,
     after_help = "Example (mock GPUs, session bus, 60x time):\n  gpu-agentd --mock examples/host.toml --session --time-scale 60 --state-dir /tmp/gpu-agent"
 )]
 struct Args {
@@ -47,17 +47,110 @@ struct Args {
     /// Start with this policy (otherwise: the last one set, the configured one, fifo).
     #[arg(long, value_name = "NAME")]
     policy: Option<String>,
+    /// Print the manual page gpu-agentd(8) and exit (for packaging).
+    #[arg(long, hide = true, exclusive = true)]
+    manpage: bool,
 }
 
+/// The manual's sections that clap has no place for.
+const MANUAL: &[Section] = &[
+    Section {
+        title: "FILES",
+        intro: "",
+        entries: &[
+            (
+                "/etc/gpu-agent/agent.toml",
+                "Settings, every key optional (the package installs a commented default). \
+                 Read at start and by Reload.",
+            ),
+            (
+                "/var/lib/gpu-agent/",
+                "State: state.db (SQLite, WAL) holds every task, the chosen policy and the GPU \
+                 controls to restore; lock keeps a second daemon away. Outside systemd, task \
+                 output goes to logs/ID.log here; under systemd, to the journal, with the field \
+                 TASK_ID.",
+            ),
+            (
+                "/usr/lib/gpu-agent/plugins/",
+                "Policy plugins (*.so), loaded at start and by Reload. A build without the \
+                 packaged layout loads them from the directory of the gpu-agentd binary.",
+            ),
+            (
+                "/usr/share/dbus-1/system.d/org.gpuagent.Agent1.conf",
+                "Who may own org.gpuagent.Agent1 on the system bus (root) and call which method.",
+            ),
+            (
+                "/usr/lib/systemd/system/gpu-agent.service",
+                "The unit: sandboxing, watchdog, reload; its comments give the reasons.",
+            ),
+        ],
+    },
+    Section {
+        title: "SIGNALS",
+        intro: "",
+        entries: &[
+            (
+                "SIGTERM, SIGINT",
+                "Stop cleanly: refuse new tasks; end the running task processes (SIGTERM to \
+                 each task's process group, SIGKILL after cancel_grace_s) unless \
+                 keep_tasks_on_stop is set; restore the GPU clocks it changed; store the state; \
+                 exit 0.",
+            ),
+            (
+                "SIGHUP",
+                "Reload, as the D-Bus method Reload does (gpuctl reload, systemctl reload \
+                 gpu-agent), with the outcome in the log only.",
+            ),
+        ],
+    },
+    Section {
+        title: "EXIT STATUS",
+        intro: "",
+        entries: &[
+            ("0", "Stopped cleanly."),
+            (
+                "1",
+                "Could not start or failed; the log says why (a file, line and key for a bad \
+                 setting, host or profile file).",
+            ),
+            ("2", "A bad command line."),
+        ],
+    },
+    Section {
+        title: "SEE ALSO",
+        intro: "gpuctl(1), busctl(1), systemctl(1), journalctl(1); the D-Bus API in \
+                /usr/share/doc/gpu-agent/dbus.md.",
+        entries: &[],
+    },
+];
+
 fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.manpage {
+        return match print_manpage() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gpu-agentd: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let journal = init_logging();
-    match run(Args::parse(), journal) {
+    match run(args, journal) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             log::error!("{e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes gpu-agentd(8) to standard output.
+fn print_manpage() -> Result<()> {
+    let page = gpu_agent::manual::render(Args::command(), "8", MANUAL)?;
+    std::io::stdout()
+        .write_all(&page)
+        .context("cannot write to standard output")
 }
 
 /// Logs to the journal when systemd connected stderr to it, else to stderr.
@@ -90,32 +183,27 @@ fn init_logging() -> bool {
 }
 
 fn run(args: Args, journal: bool) -> Result<()> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None if Path::new(DEFAULT_CONFIG).exists() => Config::load(Path::new(DEFAULT_CONFIG))?,
-        None => Config::default(),
-    };
-    if let Some(mock) = args.mock {
-        config.mock = Some(mock);
-    }
-    if args.session {
-        config.bus = Bus::Session;
-    }
     if let Some(x) = args.time_scale {
         anyhow::ensure!(
             x.is_finite() && x > 0.0,
             "--time-scale: expected a number > 0, got {x}"
         );
-        config.time_scale = x;
     }
-    if let Some(dir) = args.state_dir {
-        config.state_dir = dir;
-    }
-    let plugin_dir = match args.plugin_dir.or(config.plugin_dir.clone()) {
-        Some(dir) => dir,
-        None => gpu_agent::plugins::default_dir().context("cannot locate the plugin directory")?,
+    let source = Source {
+        file: args.config,
+        overrides: Overrides {
+            mock: args.mock,
+            session: args.session,
+            time_scale: args.time_scale,
+            state_dir: args.state_dir,
+            plugin_dir: args.plugin_dir,
+        },
+        default_plugin_dir: gpu_agent::plugins::default_dir()
+            .context("cannot locate the plugin directory")?,
     };
+    let (config, plugin_dir) = source.read()?;
     let options = daemon::Options {
+        source,
         config,
         policy: args.policy,
         plugin_dir,

@@ -182,7 +182,7 @@ impl Engine {
         let mut groups = Vec::new();
         for key in keys {
             let pid = self.running[&key].pid;
-            if self.keep_tasks_on_stop && pid.is_some() {
+            if self.config.keep_tasks_on_stop && pid.is_some() {
                 // Left running; the next start records it as lost (or queues it again).
                 continue;
             }
@@ -236,7 +236,7 @@ impl Engine {
                 "ending {} task process group(s) left by a previous run",
                 leftovers.len()
             );
-            exec::end_groups(&leftovers, self.cancel_grace);
+            exec::end_groups(&leftovers, self.cancel_grace());
         }
         for (task, _) in processes {
             round.ops.push(Op::ClearProcess { task });
@@ -328,7 +328,7 @@ impl Engine {
                 let _ = self.notices.send(notice);
             }
             Effect::Launch(key, runtime) => self.launch(key, runtime),
-            Effect::EndGroups(pids) => exec::end_groups(&pids, self.cancel_grace),
+            Effect::EndGroups(pids) => exec::end_groups(&pids, self.cancel_grace()),
             Effect::SetClocks(gpu, clocks) => self.set_clocks(gpu, clocks),
             Effect::ResetClocks(gpu) => {
                 for control in [LOCKED_CORE, LOCKED_MEMORY] {

@@ -25,6 +25,7 @@ use std::time::Duration;
 use gpu_agent_plugin_api::TaskKey;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
+use super::config::{Config, Source};
 use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
 use crate::backend::{mock::MockBackend, GpuBackend};
@@ -100,6 +101,12 @@ pub enum Request {
         /// The metrics.
         reply: Reply<Metrics>,
     },
+    /// Read the settings again and re-scan the plugin directory; the active
+    /// policy and every task are left as they are.
+    Reload {
+        /// Answered with the changed keys that wait for the next start.
+        reply: Reply<Vec<String>>,
+    },
     /// A task's process ended (sent by the executor).
     Exited {
         /// The task.
@@ -163,10 +170,11 @@ pub struct Setup {
     pub time: Timebase,
     /// Task output files go here; `None`: to the journal.
     pub log_dir: Option<PathBuf>,
-    /// SIGTERM-to-SIGKILL grace of a cancelled task.
-    pub cancel_grace: Duration,
-    /// Whether task processes outlive a stop.
-    pub keep_tasks_on_stop: bool,
+    /// The settings in force (`cancel_grace_s` and `keep_tasks_on_stop` are
+    /// read from here).
+    pub config: Config,
+    /// Where the settings come from, for `Reload`.
+    pub source: Source,
     /// Where notices go.
     pub notices: UnboundedSender<Notice>,
     /// The runtime processes are awaited on.
@@ -264,8 +272,9 @@ pub struct Engine {
     apps: AppLibrary,
     time: Timebase,
     log_dir: Option<PathBuf>,
-    cancel_grace: Duration,
-    keep_tasks_on_stop: bool,
+    /// The settings in force, and where they come from.
+    config: Config,
+    source: Source,
     notices: UnboundedSender<Notice>,
     rt: tokio::runtime::Handle,
     /// Sends to this engine's own channel (for the executor).
@@ -329,8 +338,8 @@ impl Engine {
             apps: setup.apps,
             time: setup.time,
             log_dir: setup.log_dir,
-            cancel_grace: setup.cancel_grace,
-            keep_tasks_on_stop: setup.keep_tasks_on_stop,
+            config: setup.config,
+            source: setup.source,
             notices: setup.notices,
             rt: setup.rt,
             inbox: tx,
@@ -482,6 +491,11 @@ impl Engine {
                 self.unsaved = ops;
             }
         }
+    }
+
+    /// SIGTERM-to-SIGKILL grace of a cancelled or stopped task.
+    fn cancel_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.config.cancel_grace_s)
     }
 
     /// Adds a task to the table, without a core key.

@@ -3,6 +3,7 @@
 use super::{Accepted, Caller, Engine, Request, Round};
 use crate::contract::{AgentError, SubmitSpec, TaskInfo, TaskState};
 use crate::core::TaskSpec;
+use crate::plugins::Registry;
 use crate::sim::metrics::{energy_with_idle, Completed, Metrics, Rejection};
 
 impl Engine {
@@ -42,6 +43,10 @@ impl Engine {
                 round.reply(reply, result);
             }
             Request::Metrics { reply } => round.reply(reply, Ok(self.metrics())),
+            Request::Reload { reply } => {
+                let result = self.reload();
+                round.reply(reply, result);
+            }
             Request::Exited { key, exit } => {
                 let result = if exit.success() {
                     Ok(())
@@ -164,7 +169,7 @@ impl Engine {
         if let Some(run) = self.running.get_mut(&key) {
             run.cancelled = true;
             match run.pid {
-                Some(pid) => super::super::exec::kill_group(pid, self.cancel_grace, &self.rt),
+                Some(pid) => super::super::exec::kill_group(pid, self.cancel_grace(), &self.rt),
                 None => self.finish(key, Err("cancelled".into()), round),
             }
             return Ok(());
@@ -194,6 +199,61 @@ impl Engine {
         log::info!("policy is now {name}");
         self.apply(actions, round);
         Ok(())
+    }
+
+    /// Reads the settings again, checks them, and re-scans the plugin
+    /// directory: newly installed policies become selectable, while the
+    /// active policy keeps running and no task is touched. `plugin_dir`,
+    /// `keep_tasks_on_stop` and `cancel_grace_s` take effect now; the changed
+    /// keys that wait for the next start are returned. A file, host or
+    /// profile with an error changes nothing.
+    fn reload(&mut self) -> Result<Vec<String>, AgentError> {
+        let refuse = |e: &dyn std::fmt::Display| {
+            AgentError::Failed(format!("cannot reload: {e}; nothing changed"))
+        };
+        let (config, plugin_dir) = self.source.read().map_err(|e| refuse(&e))?;
+        // Files named only for the next start are checked now, so that a
+        // mistake shows here and not as a service that fails to start.
+        if let Some(host) = &config.mock {
+            crate::model::host::Host::load(host).map_err(|e| refuse(&e))?;
+        }
+        if let Some(apps) = &config.apps {
+            crate::model::apps::AppLibrary::load(apps).map_err(|e| refuse(&e))?;
+        }
+        let registry = Registry::load_dir(&plugin_dir).map_err(|e| refuse(&e))?;
+        for failure in &registry.failures {
+            log::warn!("plugin skipped: {failure}");
+        }
+        let pending = self.config.start_only_changes(&config);
+        self.registry = registry;
+        self.config.plugin_dir = config.plugin_dir;
+        self.config.keep_tasks_on_stop = config.keep_tasks_on_stop;
+        self.config.cancel_grace_s = config.cancel_grace_s;
+        let mut names: Vec<&str> = self.registry.plugins.iter().map(|p| p.name()).collect();
+        names.sort_unstable();
+        log::info!(
+            "reloaded {}: policies in {}: {}; cancel_grace_s {}, keep_tasks_on_stop {}; \
+             policy {} keeps running",
+            self.source
+                .path()
+                .map_or("the defaults".into(), |p| p.display().to_string()),
+            plugin_dir.display(),
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+            self.config.cancel_grace_s,
+            self.config.keep_tasks_on_stop,
+            self.core.policy_name(),
+        );
+        if !pending.is_empty() {
+            log::warn!(
+                "changed, but only read at start: {}; they take effect at the next start",
+                pending.join(", ")
+            );
+        }
+        Ok(pending.into_iter().map(String::from).collect())
     }
 
     /// formats.md §4 over the tasks that ran to an end (succeeded, failed or

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Builds the gpu-agent packages from this tree:
+#   target/debian/gpu-agent_<version>-1_<arch>.deb      (cargo deb)
+#   target/generate-rpm/gpu-agent-<version>-1.<arch>.rpm (cargo generate-rpm)
+#
+# 1. installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked);
+# 2. builds gpuctl, gpu-agentd and every plugin under plugins/ in release mode,
+#    with GPU_AGENT_PLUGIN_DIR=/usr/lib/gpu-agent/plugins so that the installed
+#    binaries look there;
+# 3. stages in packaging/build/ what is not a source file: the stripped
+#    binaries and plugins, the manual pages (from the binaries' clap
+#    definitions, gzipped) and the shell completions;
+# 4. runs cargo deb and cargo generate-rpm (metadata in agent/Cargo.toml) and
+#    prints the two package paths.
+#
+# The plugin list is derived from plugins/*/Cargo.toml, so a new plugin crate
+# is packaged without editing anything here. Test fixture plugins
+# (tests/fixture-plugins/) are never built or shipped.
+#
+# Note: the binaries in target/release then look for plugins in
+# /usr/lib/gpu-agent/plugins; the next plain `cargo build --release` rebuilds
+# them for the source tree (cargo tracks the variable).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+stage=packaging/build
+plugin_dir=/usr/lib/gpu-agent/plugins
+# Cargo's target directory (CARGO_TARGET_DIR and .cargo/config honoured).
+target=$(cargo metadata --no-deps --format-version 1 | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+[ -n "$target" ] || { echo "build.sh: cannot find cargo's target directory" >&2; exit 1; }
+
+step() { printf '== %s\n' "$*"; }
+
+for tool in deb generate-rpm; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+        step "installing cargo-$tool"
+        cargo install --locked "cargo-$tool"
+    fi
+done
+
+# Each plugin crate: its package name, and the file its cdylib becomes.
+plugin_packages=()
+plugin_files=()
+for manifest in plugins/*/Cargo.toml; do
+    read -r package lib < <(awk '
+        /^\[/ { section = $0 }
+        /^name *=/ {
+            value = $0; sub(/^name *= *"/, "", value); sub(/".*/, "", value)
+            if (section == "[package]") package = value
+            if (section == "[lib]") lib = value
+        }
+        END { if (lib == "") { lib = package; gsub(/-/, "_", lib) }; print package, lib }
+    ' "$manifest")
+    plugin_packages+=("$package")
+    plugin_files+=("lib$lib.so")
+done
+if [ ${#plugin_packages[@]} -eq 0 ]; then
+    echo "build.sh: no plugin crates under plugins/" >&2
+    exit 1
+fi
+
+step "building gpu-agent and ${#plugin_packages[@]} plugin(s): ${plugin_packages[*]}"
+export GPU_AGENT_PLUGIN_DIR=$plugin_dir
+cargo build --release --locked -p gpu-agent "${plugin_packages[@]/#/--package=}"
+
+step "staging in $stage"
+rm -rf "$stage"
+mkdir -p "$stage"/{bin,plugins,man,completions}
+for bin in gpu-agentd gpuctl; do
+    install -m 755 "$target/release/$bin" "$stage/bin/$bin"
+    strip --remove-section=.comment "$stage/bin/$bin"
+done
+for file in "${plugin_files[@]}"; do
+    install -m 644 "$target/release/$file" "$stage/plugins/$file"
+    # Keep the dynamic symbols: the agent finds the plugin's root module by them.
+    strip --strip-unneeded --remove-section=.comment "$stage/plugins/$file"
+done
+
+# Dated by the last commit, for reproducible packages.
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+    SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+fi
+export SOURCE_DATE_EPOCH
+
+# The Debian changelog of this build (Debian policy wants one in every
+# package): the version, the commit, the maintainer of agent/Cargo.toml.
+version=$(cargo pkgid -p gpu-agent | sed 's/.*[#@]//')
+maintainer=$(awk -F'"' '/^maintainer = /{ print $2; exit }' agent/Cargo.toml)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "a source tree")
+cat > "$stage/changelog" <<CHANGELOG
+gpu-agent ($version-1) unstable; urgency=medium
+
+  * Built by packaging/build.sh from $commit; the changes are in the
+    project's history.
+
+ -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")
+CHANGELOG
+"$stage/bin/gpu-agentd" --manpage > "$stage/man/gpu-agentd.8"
+"$stage/bin/gpuctl" manpages "$stage/man" > /dev/null
+gzip -9n "$stage"/man/*
+"$stage/bin/gpuctl" completions bash > "$stage/completions/gpuctl"
+"$stage/bin/gpuctl" completions zsh > "$stage/completions/_gpuctl"
+"$stage/bin/gpuctl" completions fish > "$stage/completions/gpuctl.fish"
+
+step "cargo deb"
+deb=$(cargo deb -p gpu-agent --no-build --locked | tail -n 1)
+step "cargo generate-rpm"
+# The built-in ldd scan, so the requirements do not depend on whether this
+# machine has rpm's find-requires.
+cargo generate-rpm -p agent --auto-req builtin
+rpm=$(ls -t "$target"/generate-rpm/gpu-agent-*.rpm | head -n 1)
+
+step "packages"
+echo "$deb"
+echo "$rpm"
