@@ -20,4 +20,5 @@ mod demo;
 mod harness;
 mod inspect;
 mod plugin_loading;
+mod sos;
 mod validity;
