@@ -33,9 +33,9 @@
 //!   assigned to the end of the local queues of its k devices (the core starts
 //!   it once it heads all k and they are idle).
 //! - **No candidate.** A task that too few devices can hold when it is
-//!   offered, or whose devices can no longer hold it when it leaves its
-//!   virtual schedule (a device went offline), waits and is offered again, as
-//!   if it had just arrived, at every later event.
+//!   offered, or one of whose devices is offline when it leaves its virtual
+//!   schedules, waits and is offered again, as if it had just arrived, at
+//!   every later event.
 //! - **Cancellation.** A task cancelled while in virtual schedules leaves them;
 //!   a removed head's successor starts at once.
 //!
@@ -49,9 +49,14 @@
 //! Parameter `alpha` in (0, 1], default 0.5.
 //!
 //! Cost: each virtual schedule keeps its head apart and the rest in a sorted
-//! list cut into chunks of at most 64 tasks carrying their sums (`chunks`), so
-//! placing a task costs O(m (n/64 + 64)) for m devices and n tasks in a
-//! virtual schedule, and a release O(n/64 + 64).
+//! list cut into chunks of at most 32 tasks (`chunks`); a chunk indexes its
+//! tasks' ranks (ratio, then key, as one integer) beside running sums, and the
+//! list keeps the chunks' last ranks and totals. Placing a task takes, per
+//! device, two binary searches and one pass over the chunk totals:
+//! O(m (log n + n / 32)) for m devices and n tasks in a virtual schedule. A
+//! release or an insertion rebuilds one chunk: O(log n + 32), plus O(n / 32)
+//! when a chunk splits or empties. An event with no alpha-point due and no
+//! task to place costs O(m).
 
 // abi_stable 0.11's derives put impls inside constants.
 #![allow(non_local_definitions)]
@@ -66,6 +71,7 @@ use gpu_agent_plugin_api::{
     param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
 };
 
+use chunks::Rank;
 use schedule::VirtualSchedule;
 
 /// The default of the `alpha` parameter.
@@ -81,12 +87,23 @@ pub struct Sos {
     gangs: BTreeMap<TaskKey, Gang>,
     /// Tasks to offer again at the next event.
     waiting: Vec<TaskKey>,
+    /// The earliest alpha-point, as of the last call.
+    next: Option<f64>,
     /// The last wake-up asked for.
     asked: Option<f64>,
-    /// Scratch: (cost, device) of the candidates for one task.
-    costs: Vec<(f64, u32)>,
+    /// Scratch: the candidate devices for one task.
+    costs: Vec<Candidate>,
     /// Scratch: (alpha-point, device, task) of the tasks leaving virtual schedules.
     leaving: Vec<(f64, u32, TaskKey)>,
+}
+
+/// A device that can hold the task being placed, and its cost there.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    cost: f64,
+    device: u32,
+    /// The task's run time there.
+    p: f64,
 }
 
 /// A gang's devices and how many of its copies are still in virtual schedules.
@@ -107,6 +124,7 @@ impl Sos {
             schedules: Vec::new(),
             gangs: BTreeMap::new(),
             waiting: Vec::new(),
+            next: None,
             asked: None,
             costs: Vec::new(),
             leaving: Vec::new(),
@@ -135,11 +153,10 @@ impl Sos {
         // Each device's leavers are already in time order; the sort is stable.
         leaving.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         for &(_, device, key) in &leaving {
-            if view.task(key).gpus == 1 {
+            let Some(gang) = self.gangs.get_mut(&key) else {
                 self.assign(view, key, vec![device], out);
                 continue;
-            }
-            let gang = self.gangs.get_mut(&key).expect("a gang copy has its gang");
+            };
             gang.copies_left -= 1;
             if gang.copies_left == 0 {
                 let gang = self.gangs.remove(&key).expect("just seen");
@@ -151,7 +168,9 @@ impl Sos {
     }
 
     /// Assigns `key` to the end of the local queues of `devices`, or makes it
-    /// wait when one of them can no longer hold it.
+    /// wait when one of them went offline. (A task's memory and run times and
+    /// a device's memory do not change, so the devices it was placed on can
+    /// still hold it unless they are offline.)
     fn assign(
         &mut self,
         view: &View<'_>,
@@ -159,11 +178,7 @@ impl Sos {
         devices: Vec<u32>,
         out: &mut Vec<Decision>,
     ) {
-        let task = view.task(key);
-        if devices
-            .iter()
-            .all(|&d| task.fits(&view.devices[d as usize]))
-        {
+        if devices.iter().all(|&d| view.devices[d as usize].online) {
             out.push(Decision::Assign {
                 task: key,
                 devices: devices.into(),
@@ -182,32 +197,42 @@ impl Sos {
         let now = view.now;
         self.costs.clear();
         for d in view.devices.iter().filter(|d| task.fits(d)) {
-            let cost =
-                self.schedules[d.index as usize].cost(key, task.weight, task.runtime_on(d), now);
-            self.costs.push((cost, d.index));
+            let p = task.runtime_on(d);
+            let cost = self.schedules[d.index as usize].cost(key, task.weight, p, now);
+            self.costs.push(Candidate {
+                cost,
+                device: d.index,
+                p,
+            });
         }
         let k = task.gpus as usize;
+        let by_cost =
+            |a: &Candidate, b: &Candidate| a.cost.total_cmp(&b.cost).then(a.device.cmp(&b.device));
+        if k == 1 {
+            let Some(&best) = self.costs.iter().min_by(|a, b| by_cost(a, b)) else {
+                self.waiting.push(key);
+                return;
+            };
+            self.schedules[best.device as usize].insert(key, task.weight, best.p, now);
+            return;
+        }
         if self.costs.len() < k {
             self.waiting.push(key);
             return;
         }
-        self.costs
-            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut devices: Vec<u32> = self.costs[..k].iter().map(|&(_, d)| d).collect();
-        for &d in &devices {
-            let p = task.runtime_on(&view.devices[d as usize]);
-            self.schedules[d as usize].insert(key, task.weight, p, now);
+        self.costs.sort_by(by_cost);
+        for c in &self.costs[..k] {
+            self.schedules[c.device as usize].insert(key, task.weight, c.p, now);
         }
-        if k > 1 {
-            devices.sort_unstable();
-            self.gangs.insert(
-                key,
-                Gang {
-                    devices,
-                    copies_left: k,
-                },
-            );
-        }
+        let mut devices: Vec<u32> = self.costs[..k].iter().map(|c| c.device).collect();
+        devices.sort_unstable();
+        self.gangs.insert(
+            key,
+            Gang {
+                devices,
+                copies_left: k,
+            },
+        );
     }
 
     /// Takes a cancelled task out of the virtual schedules holding it.
@@ -215,7 +240,7 @@ impl Sos {
         let task = view.task(key);
         let remove = |s: &mut VirtualSchedule, d: u32| {
             let p = task.runtime_on(&view.devices[d as usize]);
-            p.is_finite() && s.remove(key, task.weight / p, view.now)
+            p.is_finite() && s.remove(Rank::new(task.weight / p, key), view.now)
         };
         if let Some(gang) = self.gangs.remove(&key) {
             for d in gang.devices {
@@ -251,7 +276,9 @@ impl PolicyImpl for Sos {
         self.schedules
             .resize_with(view.devices.len(), || VirtualSchedule::new(alpha));
         let mut out = Vec::new();
-        self.release_due(view, &mut out);
+        if self.next.is_some_and(|t| t <= view.now) {
+            self.release_due(view, &mut out);
+        }
         if !self.waiting.is_empty() {
             self.retry_waiting(view);
         }
@@ -265,12 +292,12 @@ impl PolicyImpl for Sos {
             Event::Finished { task, ok: false } => self.withdraw(view, task),
             _ => {}
         }
-        let next = self
+        self.next = self
             .schedules
             .iter()
             .filter_map(VirtualSchedule::next_alpha_point)
             .min_by(f64::total_cmp);
-        if let Some(time) = next.filter(|&t| self.asked != Some(t)) {
+        if let Some(time) = self.next.filter(|&t| self.asked != Some(t)) {
             out.push(Decision::WakeAt { time });
             self.asked = Some(time);
         }

@@ -8,7 +8,7 @@
 
 use gpu_agent_plugin_api::TaskKey;
 
-use crate::chunks::{ChunkList, Entry};
+use crate::chunks::{ChunkList, Entry, Rank};
 
 /// The task doing virtual work.
 #[derive(Debug, Clone, Copy)]
@@ -81,9 +81,7 @@ impl VirtualSchedule {
     pub fn insert(&mut self, key: TaskKey, weight: f64, p: f64, now: f64) {
         let entry = Entry::new(key, weight, p, 0.0);
         match self.head {
-            Some(head) if !entry.ahead_of(head.entry.ratio, head.entry.key) => {
-                self.body.insert(entry)
-            }
+            Some(head) if head.entry.rank < entry.rank => self.body.insert(entry),
             Some(head) => {
                 self.body.insert(head.at(now));
                 self.head = Some(Head::start(entry, now, self.alpha));
@@ -92,25 +90,25 @@ impl VirtualSchedule {
         }
     }
 
-    /// Withdraws task `key` (of WSPT ratio `ratio` here) at `now`, after
+    /// Withdraws the task of rank `rank` at `now`, after
     /// [`advance`](Self::advance) to `now`; false when it is not here.
-    pub fn remove(&mut self, key: TaskKey, ratio: f64, now: f64) -> bool {
-        if self.head.is_some_and(|h| h.entry.key == key) {
+    pub fn remove(&mut self, rank: Rank, now: f64) -> bool {
+        if self.head.is_some_and(|h| h.entry.rank == rank) {
             self.promote(now);
             return true;
         }
-        self.body.remove(ratio, key).is_some()
+        self.body.remove(rank).is_some()
     }
 
     /// SOS's cost at `now` of adding a task of weight `weight`, run time `p`
     /// and key `key`: w (p + sum of iota_K p_K over the tasks K ahead of it)
     /// + p * (sum of w_K iota_K over the tasks behind it).
     pub fn cost(&self, key: TaskKey, weight: f64, p: f64, now: f64) -> f64 {
-        let ratio = weight / p;
-        let (mut ahead, mut behind) = self.body.sums_around(ratio, key);
+        let rank = Rank::new(weight / p, key);
+        let (mut ahead, mut behind) = self.body.sums_around(rank);
         if let Some(head) = self.head {
             let h = head.at(now);
-            if h.ahead_of(ratio, key) {
+            if h.rank < rank {
                 ahead += h.rem;
             } else {
                 behind += h.wiota;
@@ -219,11 +217,11 @@ mod tests {
         s.insert(0, 2.0, 2.0, 0.0);
         s.insert(1, 1.0, 4.0, 0.0);
         assert!(advance(&mut s, 0.5).is_empty());
-        assert!(!s.remove(7, 1.0, 0.5));
-        assert!(s.remove(0, 1.0, 0.5));
+        assert!(!s.remove(Rank::new(1.0, 7), 0.5));
+        assert!(s.remove(Rank::new(1.0, 0), 0.5));
         // Task 1 needs 2 units from 0.5.
         assert_eq!(s.next_alpha_point(), Some(2.5));
-        assert!(s.remove(1, 0.25, 0.5));
+        assert!(s.remove(Rank::new(0.25, 1), 0.5));
         assert!(s.is_empty());
     }
 }
