@@ -30,10 +30,15 @@ impl Head {
         }
     }
 
-    /// Its entry with the work done up to `now` (`now` before its alpha-point).
+    /// The virtual work it has done by `now` (before its alpha-point).
+    fn done_at(&self, now: f64) -> f64 {
+        self.entry.done + (now - self.since)
+    }
+
+    /// Its entry as of `now` (before its alpha-point).
     fn at(&self, now: f64) -> Entry {
         let e = self.entry;
-        Entry::new(e.key, e.weight, e.p, e.done + (now - self.since))
+        Entry::new(e.key, e.weight, e.p, self.done_at(now))
     }
 }
 
@@ -106,12 +111,13 @@ impl VirtualSchedule {
     pub fn cost(&self, key: TaskKey, weight: f64, p: f64, now: f64) -> f64 {
         let rank = Rank::new(weight / p, key);
         let (mut ahead, mut behind) = self.body.sums_around(rank);
-        if let Some(head) = self.head {
-            let h = head.at(now);
+        if let Some(head) = &self.head {
+            let h = &head.entry;
+            let rem = h.p - head.done_at(now);
             if h.rank < rank {
-                ahead += h.rem;
+                ahead += rem;
             } else {
-                behind += h.wiota;
+                behind += h.weight * (rem / h.p);
             }
         }
         weight * (p + ahead) + p * behind
