@@ -22,4 +22,5 @@ mod harness;
 mod import;
 mod inspect;
 mod plugin_loading;
+mod sos;
 mod validity;

@@ -1,0 +1,330 @@
+//! Benchmark of the `sos` policy on the published SOS workload (not a timed test).
+//!
+//! The workload is the one the TRETS/Hercules/STANNIC SOS papers benchmark on:
+//! 10,000 jobs on 5 unrelated machines (`sim_5_machines.txt`, see
+//! /work/shared/data/README.md; `SOS_WORKLOAD=PATH` reads another copy). It is
+//! replayed through the real scheduler core by `sim::simulate` on five
+//! identical devices whose run times come from the jobs' `runtimes`.
+//!
+//! For `sos` (alpha 0.6, as in the published runs) and, side by side as the
+//! baseline, `greedy-eft`, over several runs it measures, with tasks placed
+//! per second from the medians:
+//! - the scheduling work: the time spent inside the policy's `on_event` over
+//!   the whole replay, as the core calls it through the plugin ABI (the plugin
+//!   file is loaded in-process and a wrapper times each call with the CPU's
+//!   time-stamp counter on x86_64, converted to seconds against the clock over
+//!   the replay: a clock reading costs well over 100 ns on some virtual
+//!   machines, as much as a decision). A call that takes over 1 ms was
+//!   interrupted (the thread was descheduled; no call here does a thousandth
+//!   of that work): it counts as the run's median call, and how many there
+//!   were is printed;
+//! - the whole replay (`sim::simulate`: the core, the event heap, metrics), as
+//!   the thread's CPU time, and as wall time.
+//!
+//! Run with `cargo bench -p gpu-agent-tests --bench sos`. It builds the
+//! release plugin files first, into `<target>/bench`: a plugin's rlib cannot
+//! be linked here, since every plugin rlib defines the same root-module symbol
+//! as the `fifo` rlib the agent links.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gpu_agent::core::TaskSpec;
+use gpu_agent::model::{
+    apps::AppLibrary,
+    host::Host,
+    trace::{Trace, TraceTask},
+};
+use gpu_agent::plugins::{Plugin, PolicyInstance};
+use gpu_agent::sim;
+use gpu_agent_plugin_api::{
+    abi_stable::{
+        sabi_trait::TD_Opaque,
+        std_types::{RResult, RString, RVec},
+    },
+    Decision, DecisionNe, EventNe, Policy, PolicyBox, Policy_TO, View,
+};
+
+const RUNS: usize = 11;
+const WORKLOAD: &str = "/work/shared/data/sos/sim_5_machines.txt";
+const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 5\nspeed = 1\n";
+/// The alpha of the published runs (their alpha_i = floor(0.6 p_i)).
+const ALPHA: f64 = 0.6;
+
+/// The jobs of an SOS workload file as tasks, one line
+/// `weight p_0 .. p_4 alpha_0 .. alpha_4 release_tick` each (1 tick = 1 s).
+///
+/// Provisional, until `gpuctl trace import sos` replaces it: `runtimes` = the
+/// p_i, arrival = the release tick, workload = the least p_i, no memory,
+/// deadline = arrival + the largest p_i (the format has no deadlines); the
+/// alpha_i columns are not read (the policy's `alpha` plays their part).
+fn sos_tasks(text: &str) -> Vec<TaskSpec> {
+    let app = AppLibrary::default().get("default").unwrap().clone();
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            let v: Vec<f64> = line
+                .split_whitespace()
+                .map(|f| {
+                    f.parse()
+                        .unwrap_or_else(|e| panic!("line {}: {f:?}: {e}", n + 1))
+                })
+                .collect();
+            assert_eq!(v.len(), 12, "line {}: expected 12 numbers", n + 1);
+            let p = v[1..6].to_vec();
+            let least = p.iter().copied().fold(f64::INFINITY, f64::min);
+            let most = p.iter().copied().fold(0.0, f64::max);
+            TaskSpec {
+                id: format!("j{}", n + 1),
+                arrival: v[11],
+                workload: least,
+                mem_gb: 0.0,
+                deadline: v[11] + most,
+                weight: v[0],
+                gpus: 1,
+                runtimes: p,
+                app: app.clone(),
+            }
+        })
+        .collect()
+}
+
+/// A cheap, steady tick count: the time-stamp counter.
+#[cfg(target_arch = "x86_64")]
+fn ticks() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU and only reads the counter.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+/// A steady tick count: nanoseconds since the first call.
+#[cfg(not(target_arch = "x86_64"))]
+fn ticks() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// What the timing wrapper records.
+#[derive(Default)]
+struct Tally {
+    /// Ticks spent in each call, in order.
+    calls: Mutex<Vec<u64>>,
+    /// Assign and Start decisions.
+    placed: AtomicU64,
+}
+
+/// A policy object whose `on_event` calls are timed.
+struct Timed {
+    inner: PolicyBox,
+    tally: Arc<Tally>,
+}
+
+impl Policy for Timed {
+    fn on_event(&mut self, view: &View<'_>, event: &EventNe) -> RResult<RVec<DecisionNe>, RString> {
+        let start = ticks();
+        let answer = self.inner.on_event(view, event);
+        let spent = ticks() - start;
+        self.tally.calls.lock().unwrap().push(spent);
+        if let RResult::ROk(decisions) = &answer {
+            let placed = decisions
+                .iter()
+                .filter(|d| {
+                    matches!(
+                        d.as_enum(),
+                        Ok(Decision::Assign { .. } | Decision::Start { .. })
+                    )
+                })
+                .count();
+            self.tally
+                .placed
+                .fetch_add(placed as u64, Ordering::Relaxed);
+        }
+        answer
+    }
+}
+
+/// This thread's CPU time.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// One replay's measurements.
+struct Run {
+    /// Scheduling work, interrupted calls counted as the median call.
+    work: Duration,
+    /// Calls that took over 1 ms.
+    interrupted: usize,
+    replay_cpu: Duration,
+    replay_wall: Duration,
+    calls: usize,
+    placed: u64,
+}
+
+/// Builds the release plugin files into `<target>/bench` and loads `sos` and
+/// `greedy-eft`.
+fn plugins() -> (Plugin, Plugin) {
+    // This benchmark runs from <target>/release/deps/.
+    let exe = std::env::current_exe().unwrap();
+    let target: PathBuf = exe.ancestors().nth(3).unwrap().join("bench");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--quiet", "--release", "--lib"])
+        .args([
+            "-p",
+            "gpu-agent-policy-sos",
+            "-p",
+            "gpu-agent-policy-greedy-eft",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build of the plugins failed");
+    let load = |file: &str| Plugin::load(&target.join("release").join(file)).unwrap();
+    (
+        load("libgpu_agent_policy_sos.so"),
+        load("libgpu_agent_policy_greedy_eft.so"),
+    )
+}
+
+fn replay(host: &Host, trace: &Trace, plugin: &Plugin, params: &[(String, String)]) -> Run {
+    let name = plugin.name();
+    let tally = Arc::new(Tally::default());
+    let timed = Timed {
+        inner: plugin.instantiate(params).unwrap().policy,
+        tally: tally.clone(),
+    };
+    let instance = PolicyInstance {
+        name: name.into(),
+        policy: Policy_TO::from_value(timed, TD_Opaque),
+    };
+    let (wall, cpu, first_tick) = (Instant::now(), thread_cpu_time(), ticks());
+    let outcome = sim::simulate(host, trace, instance, |_| {}).unwrap();
+    let replay_ticks = ticks() - first_tick;
+    let (replay_cpu, replay_wall) = (thread_cpu_time() - cpu, wall.elapsed());
+    assert!(outcome.faults.is_empty(), "{name}: {:?}", outcome.faults);
+    assert_eq!(
+        outcome.schedule.len(),
+        trace.tasks.len(),
+        "{name}: not every task ran"
+    );
+    let seconds_per_tick = replay_wall.as_secs_f64() / replay_ticks as f64;
+    let mut calls = std::mem::take(&mut *tally.calls.lock().unwrap());
+    let cutoff = (1e-3 / seconds_per_tick) as u64;
+    calls.sort_unstable();
+    let median = calls[calls.len() / 2];
+    let interrupted = calls.iter().filter(|&&t| t > cutoff).count();
+    let ticks: u64 = calls
+        .iter()
+        .map(|&t| if t > cutoff { median } else { t })
+        .sum();
+    Run {
+        work: Duration::from_secs_f64(ticks as f64 * seconds_per_tick),
+        interrupted,
+        replay_cpu,
+        replay_wall,
+        calls: calls.len(),
+        placed: tally.placed.load(Ordering::Relaxed),
+    }
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+/// What the two tick readings around each timed call cost.
+fn tick_overhead() -> Duration {
+    const N: u32 = 1_000_000;
+    let start = Instant::now();
+    let mut sink = 0;
+    for _ in 0..N {
+        sink += ticks().wrapping_sub(ticks());
+    }
+    std::hint::black_box(sink);
+    start.elapsed() / N
+}
+
+fn main() {
+    let (sos, greedy_eft) = plugins();
+    let path = std::env::var("SOS_WORKLOAD").unwrap_or_else(|_| WORKLOAD.into());
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let host = Host::parse(Path::new("sos-bench.toml"), HOST).unwrap();
+    let trace = Trace {
+        tasks: sos_tasks(&text)
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| TraceTask {
+                line: i as u64 + 1,
+                spec,
+                command: None,
+            })
+            .collect(),
+        warnings: Vec::new(),
+    };
+    println!(
+        "SOS workload {path}: {} jobs, {} devices",
+        trace.tasks.len(),
+        host.devices.len()
+    );
+
+    let policies = [
+        (
+            "sos (alpha 0.6)",
+            sos,
+            vec![("alpha".to_string(), ALPHA.to_string())],
+        ),
+        ("greedy-eft (baseline)", greedy_eft, Vec::new()),
+    ];
+    println!(
+        "\n{:<22} {:>7} {:>7} {:>15} {:>10} {:>15} {:>10} {:>15} {:>11}",
+        "policy",
+        "placed",
+        "calls",
+        "sched. work ms",
+        "placed/s",
+        "replay CPU ms",
+        "placed/s",
+        "replay wall ms",
+        "interrupted"
+    );
+    for (name, plugin, params) in &policies {
+        let runs: Vec<Run> = (0..RUNS)
+            .map(|_| replay(&host, &trace, plugin, params))
+            .collect();
+        let (placed, calls) = (runs[0].placed, runs[0].calls);
+        let work = median(runs.iter().map(|r| r.work).collect());
+        let cpu = median(runs.iter().map(|r| r.replay_cpu).collect());
+        let wall = median(runs.iter().map(|r| r.replay_wall).collect());
+        let interrupted: usize = runs.iter().map(|r| r.interrupted).sum();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let rate = |d: Duration| placed as f64 / d.as_secs_f64();
+        println!(
+            "{name:<22} {placed:>7} {calls:>7} {:>15.2} {:>10.0} {:>15.2} {:>10.0} {:>15.2} {:>11}",
+            ms(work),
+            rate(work),
+            ms(cpu),
+            rate(cpu),
+            ms(wall),
+            interrupted,
+        );
+    }
+    println!(
+        "\nMedians of {RUNS} runs. sched. work: time inside the policy's on_event \
+         (two tick readings per call cost about {} ns); placed: Assign and Start \
+         decisions; calls: on_event calls; interrupted: calls over 1 ms in all runs, \
+         counted as the median call.",
+        tick_overhead().as_nanos()
+    );
+}
