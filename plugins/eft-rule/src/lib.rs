@@ -115,16 +115,29 @@ mod tests {
 
     fn pick(now: f64, gpus: u32, runtimes: &[f64], avail: &[f64]) -> Option<(Vec<u32>, f64)> {
         let mut chosen = Vec::new();
-        let end = choose(now, gpus, runtimes, avail, &mut Scratch::default(), &mut chosen)?;
+        let end = choose(
+            now,
+            gpus,
+            runtimes,
+            avail,
+            &mut Scratch::default(),
+            &mut chosen,
+        )?;
         Some((chosen, end))
     }
 
     #[test]
     fn single_task_takes_the_earliest_completion_ties_to_the_lower_index() {
         // Completions 0+4, 1+3, 2+2: devices 1 and 2 tie at 4 with device 0 → device 0.
-        assert_eq!(pick(0.0, 1, &[4.0, 3.0, 2.0], &[0.0, 1.0, 2.0]), Some((vec![0], 4.0)));
+        assert_eq!(
+            pick(0.0, 1, &[4.0, 3.0, 2.0], &[0.0, 1.0, 2.0]),
+            Some((vec![0], 4.0))
+        );
         // Device 0 cannot run it; `now` delays every start.
-        assert_eq!(pick(5.0, 1, &[INF, 3.0, 2.0], &[0.0, 1.0, 9.0]), Some((vec![1], 8.0)));
+        assert_eq!(
+            pick(5.0, 1, &[INF, 3.0, 2.0], &[0.0, 1.0, 9.0]),
+            Some((vec![1], 8.0))
+        );
         assert_eq!(pick(0.0, 1, &[INF, INF], &[0.0, 0.0]), None);
     }
 
@@ -132,10 +145,16 @@ mod tests {
     fn gang_waits_for_its_last_device_and_runs_at_its_slowest_pace() {
         // Starts 4, 6, 6, equal run times: the first prefix of two devices ends at
         // s = 6 and holds all three; the two fastest by (run time, index) are 0, 1.
-        assert_eq!(pick(1.0, 2, &[2.0, 2.0, 2.0], &[4.0, 6.0, 6.0]), Some((vec![0, 1], 8.0)));
+        assert_eq!(
+            pick(1.0, 2, &[2.0, 2.0, 2.0], &[4.0, 6.0, 6.0]),
+            Some((vec![0, 1], 8.0))
+        );
         // Waiting for a fast device beats starting now on a slow one:
         // {0, 1} now ends at 10; {0, 2} at 3 + 4 = 7.
-        assert_eq!(pick(0.0, 2, &[1.0, 10.0, 4.0], &[0.0, 0.0, 3.0]), Some((vec![0, 2], 7.0)));
+        assert_eq!(
+            pick(0.0, 2, &[1.0, 10.0, 4.0], &[0.0, 0.0, 3.0]),
+            Some((vec![0, 2], 7.0))
+        );
         assert_eq!(pick(0.0, 3, &[1.0, INF, 1.0], &[0.0, 0.0, 0.0]), None);
     }
 }
