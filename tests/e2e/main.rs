@@ -20,4 +20,5 @@ mod demo;
 mod harness;
 mod inspect;
 mod plugin_loading;
+mod sa_greedy;
 mod validity;

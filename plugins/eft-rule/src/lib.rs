@@ -29,8 +29,10 @@ pub fn runtimes_into(view: &View<'_>, task: &Task, out: &mut Vec<f64>) {
 /// Reusable buffers for [`choose`], so that a planning loop does not allocate.
 #[derive(Debug, Default)]
 pub struct Scratch {
-    valid: Vec<usize>,
-    fastest: Vec<(f64, usize)>,
+    /// (start, device) of the devices that can run the task.
+    valid: Vec<(f64, usize)>,
+    /// (run time, device, start) of the k fastest so far.
+    fastest: Vec<(f64, usize, f64)>,
 }
 
 /// The greedy earliest-finish rule (see the crate documentation) for a task
@@ -49,57 +51,61 @@ pub fn choose(
     scratch: &mut Scratch,
     chosen: &mut Vec<u32>,
 ) -> Option<f64> {
-    let start_on = |j: usize| avail[j].max(now);
+    // max(avail, now), without f64::max's NaN handling (no NaN here).
+    let start_at = |a: f64| if a > now { a } else { now };
     chosen.clear();
     if gpus == 1 {
-        let mut best: Option<(usize, f64)> = None;
-        for (j, &r) in runtimes.iter().enumerate() {
-            if r == f64::INFINITY {
-                continue;
-            }
-            let end = start_on(j) + r;
-            if best.is_none_or(|(_, b)| end < b) {
-                best = Some((j, end));
+        // The hot loop of list scheduling: no branch for devices it cannot use
+        // (an infinite run time never ends strictly earlier than infinity).
+        let (mut best, mut best_end) = (usize::MAX, f64::INFINITY);
+        for (j, (&r, &a)) in runtimes.iter().zip(avail).enumerate() {
+            let end = start_at(a) + r;
+            if end < best_end {
+                (best, best_end) = (j, end);
             }
         }
-        let (j, end) = best?;
-        chosen.push(j as u32);
-        return Some(end);
+        if best == usize::MAX {
+            return None;
+        }
+        chosen.push(best as u32);
+        return Some(best_end);
     }
 
     let k = gpus as usize;
     let Scratch { valid, fastest } = scratch;
     valid.clear();
-    valid.extend((0..runtimes.len()).filter(|&j| runtimes[j] != f64::INFINITY));
+    valid.extend(
+        runtimes
+            .iter()
+            .zip(avail)
+            .enumerate()
+            .filter(|(_, (&r, _))| r != f64::INFINITY)
+            .map(|(j, (_, &a))| (start_at(a), j)),
+    );
     if valid.len() < k {
         return None;
     }
-    valid.sort_by(|&a, &b| start_on(a).total_cmp(&start_on(b)));
+    valid.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     // Walk the devices by start, keeping the k fastest seen so far, ordered by
     // (run time, index); evaluate at the end of each run of equal starts.
     fastest.clear();
     let mut best: Option<f64> = None;
-    for (n, &j) in valid.iter().enumerate() {
-        let entry = (runtimes[j], j);
-        let at = fastest.partition_point(|&(r, i)| r.total_cmp(&entry.0).then(i.cmp(&j)).is_lt());
+    for (n, &(start_j, j)) in valid.iter().enumerate() {
+        let r = runtimes[j];
+        let at = fastest.partition_point(|&(ri, i, _)| ri.total_cmp(&r).then(i.cmp(&j)).is_lt());
         if at < k {
-            fastest.insert(at, entry);
+            fastest.insert(at, (r, j, start_j));
             fastest.truncate(k);
         }
-        let boundary = valid
-            .get(n + 1)
-            .is_none_or(|&next| start_on(next) != start_on(j));
+        let boundary = valid.get(n + 1).is_none_or(|&(next, _)| next != start_j);
         if fastest.len() < k || !boundary {
             continue;
         }
-        let start = fastest
-            .iter()
-            .map(|&(_, i)| start_on(i))
-            .fold(now, f64::max);
+        let start = fastest.iter().map(|&(_, _, s)| s).fold(now, f64::max);
         let end = start + fastest[k - 1].0;
         if best.is_none_or(|b| end < b) {
             chosen.clear();
-            chosen.extend(fastest.iter().map(|&(_, i)| i as u32));
+            chosen.extend(fastest.iter().map(|&(_, i, _)| i as u32));
             chosen.sort_unstable();
             best = Some(end);
         }

@@ -56,9 +56,7 @@
 // abi_stable 0.11's derives put impls inside constants.
 #![allow(non_local_definitions)]
 
-pub mod anneal;
 pub mod params;
-pub mod plan;
 
 use std::{
     collections::HashMap,
@@ -69,9 +67,11 @@ use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, View,
 };
 
-use anneal::{anneal, Settings};
+use gpu_agent_sa_search::{
+    anneal::{anneal, Settings},
+    plan::Problem,
+};
 use params::Params;
-use plan::Problem;
 
 /// The sa-greedy policy: its parameters, its pseudo-random stream and the
 /// previous decision's best order.

@@ -128,7 +128,7 @@ impl Problem {
     /// The cost of list-scheduling `order` from scratch.
     pub fn cost(&self, order: &[u32]) -> Cost {
         let mut cost = Cost::ZERO;
-        self.walk(order, |i, p| cost = cost.add(&self.tasks[i], p.end));
+        self.walk(order, |i, _, _, end| cost = cost.add(&self.tasks[i], end));
         cost
     }
 
@@ -136,12 +136,19 @@ impl Problem {
     /// too few online devices can hold now (left out of the plan).
     pub fn plan(&self, order: &[u32]) -> Vec<Option<Placement>> {
         let mut by_task = vec![None; self.len()];
-        self.walk(order, |i, p| by_task[i] = Some(p));
+        self.walk(order, |i, devices, start, end| {
+            by_task[i] = Some(Placement {
+                devices: devices.to_vec(),
+                start,
+                end,
+            })
+        });
         order.iter().map(|&i| by_task[i as usize].take()).collect()
     }
 
-    /// List-schedules `order`, telling `f` each placed task and its placement.
-    fn walk(&self, order: &[u32], mut f: impl FnMut(usize, Placement)) {
+    /// List-schedules `order`, telling `f` each placed task, its devices, start
+    /// and completion.
+    fn walk(&self, order: &[u32], mut f: impl FnMut(usize, &[u32], f64, f64)) {
         let mut avail = self.avail.clone();
         let mut scratch = Scratch::default();
         let mut chosen = Vec::new();
@@ -165,14 +172,7 @@ impl Problem {
             for &j in &chosen {
                 avail[j as usize] = end;
             }
-            f(
-                i as usize,
-                Placement {
-                    devices: chosen.clone(),
-                    start,
-                    end,
-                },
-            );
+            f(i as usize, &chosen, start, end);
         }
     }
 }
@@ -216,15 +216,15 @@ impl<'p> Evaluator<'p> {
         };
         let mut evaluator = Evaluator {
             problem,
-            order,
+            order: Vec::new(),
             current: checkpoints.clone(),
             candidate: checkpoints,
             scratch: Scratch::default(),
             chosen: Vec::new(),
         };
-        let mut order = std::mem::take(&mut evaluator.order);
-        let cost = evaluator.evaluate(&order, 0, f64::INFINITY);
-        debug_assert!(cost.is_some(), "no limit, no stop");
+        // From position 0 with no limit: a full evaluation.
+        let mut order = order;
+        evaluator.evaluate(&order, 0, f64::INFINITY);
         evaluator.accept(&mut order, 0);
         evaluator
     }
