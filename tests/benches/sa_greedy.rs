@@ -3,6 +3,9 @@
 //! same search re-evaluating every neighbour in full (the baseline), on batch
 //! problems of n tasks and m devices.
 //!
+//! Each search is timed in wall time and in this thread's CPU time (steadier
+//! on a shared machine); the table gives medians.
+//!
 //! Run: `cargo bench -p gpu-agent-tests --bench sa_greedy` (release build).
 
 use std::time::{Duration, Instant};
@@ -50,23 +53,40 @@ fn settings() -> Settings {
     }
 }
 
+/// This thread's CPU time.
+fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Wall and CPU time of `f`, and its result.
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, Duration, T) {
+    let (wall, cpu) = (Instant::now(), cpu_time());
+    let out = f();
+    (wall.elapsed(), cpu_time() - cpu, out)
+}
+
 /// The policy's search: incremental evaluation.
-fn incremental(p: &Problem, seed: u64) -> (Duration, Cost, u64) {
-    let start = Instant::now();
+fn incremental(p: &Problem, seed: u64) -> (Cost, u64) {
     let out = anneal(
         p,
         (0..p.len() as u32).collect(),
         &settings(),
         &mut fastrand::Rng::with_seed(seed),
     );
-    (start.elapsed(), out.cost, out.iterations)
+    (out.cost, out.iterations)
 }
 
 /// The same search, draw for draw, with every neighbour evaluated from
 /// scratch (`Problem::cost`) and each accepted one planned again for its tardy
 /// tasks.
-fn full(p: &Problem, seed: u64) -> (Duration, Cost, u64) {
-    let started = Instant::now();
+fn full(p: &Problem, seed: u64) -> (Cost, u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut order: Vec<u32> = (0..p.len() as u32).collect();
     let mut cost = p.cost(&order);
@@ -108,7 +128,7 @@ fn full(p: &Problem, seed: u64) -> (Duration, Cost, u64) {
             tardy.sort_unstable();
         }
     }
-    (started.elapsed(), best, iterations)
+    (best, iterations)
 }
 
 fn median(mut times: Vec<Duration>) -> f64 {
@@ -117,15 +137,19 @@ fn median(mut times: Vec<Duration>) -> f64 {
 }
 
 fn main() {
-    println!("sa-greedy search: {ITERATIONS} iterations, alpha {ALPHA}, t0 auto, median of {RUNS} runs (release build)");
     println!(
-        "{:>6} {:>7} {:>6} | {:>10} {:>9} | {:>10} {:>9} | {:>7} | {:>12} {:>12}",
+        "sa-greedy search: {ITERATIONS} iterations, alpha {ALPHA}, t0 auto; medians of {RUNS} runs (release build)"
+    );
+    println!(
+        "{:>6} {:>7} {:>6} | {:>8} {:>8} {:>9} | {:>8} {:>8} {:>9} | {:>7} | {:>10} {:>10}",
         "tasks",
         "devices",
         "iters",
         "incr. s",
+        "cpu s",
         "iter/s",
         "full s",
+        "cpu s",
         "iter/s",
         "speedup",
         "start twt",
@@ -134,27 +158,25 @@ fn main() {
     for (n, m) in SIZES {
         let p = problem(n, m, 42);
         let start_twt = p.cost(&(0..n as u32).collect::<Vec<_>>()).twt;
-        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        let mut times: [Vec<Duration>; 4] = Default::default();
         let mut result = None;
         for _ in 0..RUNS {
-            let (t, cost, iters) = incremental(&p, 1);
-            let (u, full_cost, full_iters) = full(&p, 1);
-            assert_eq!(
-                (cost, iters),
-                (full_cost, full_iters),
-                "the two evaluations disagree"
-            );
-            fast.push(t);
-            slow.push(u);
-            result = Some((cost, iters));
+            // Interleaved, so that machine noise hits both alike.
+            let (wall, cpu, fast) = timed(|| incremental(&p, 1));
+            let (full_wall, full_cpu, slow) = timed(|| full(&p, 1));
+            assert_eq!(fast, slow, "the two evaluations disagree");
+            for (v, t) in times.iter_mut().zip([wall, cpu, full_wall, full_cpu]) {
+                v.push(t);
+            }
+            result = Some(fast);
         }
         let (cost, iters) = result.expect("ran");
-        let (fast, slow) = (median(fast), median(slow));
+        let [wall, cpu, full_wall, full_cpu] = times.map(median);
         println!(
-            "{n:>6} {m:>7} {iters:>6} | {fast:>10.4} {:>9.0} | {slow:>10.4} {:>9.0} | {:>6.1}x | {start_twt:>12.0} {:>12.0}",
-            iters as f64 / fast,
-            iters as f64 / slow,
-            slow / fast,
+            "{n:>6} {m:>7} {iters:>6} | {wall:>8.3} {cpu:>8.3} {:>9.0} | {full_wall:>8.3} {full_cpu:>8.3} {:>9.0} | {:>6.1}x | {start_twt:>10.0} {:>10.0}",
+            iters as f64 / wall,
+            iters as f64 / full_wall,
+            full_wall / wall,
             cost.twt
         );
     }

@@ -46,7 +46,7 @@
 //! the realised schedule of tasks that all arrive together is the first plan
 //! or better, so never worse than greedy-eft's.
 //!
-//! **Parameters.** `seed` (1), `iterations` (2000), `t0` (`auto`: 0.1 x the
+//! **Parameters.** `seed` (1), `iterations` (2000), `t0` (`auto`: 0.3 x the
 //! start order's tardiness; else weighted seconds), `alpha` (0.995),
 //! `budget_ms` (0: no wall-clock cap; when a cap binds, results depend on the
 //! machine's speed, so the default keeps simulations deterministic). One

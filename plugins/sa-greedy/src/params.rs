@@ -17,7 +17,7 @@ pub const PARAMETERS: [ParamInfo; 5] = [
     info(
         "t0",
         "auto",
-        "initial temperature in weighted seconds of tardiness, or auto: 0.1 x the start order's tardiness",
+        "initial temperature in weighted seconds of tardiness, or auto: 0.3 x the start order's tardiness",
     ),
     info("alpha", "0.995", "cooling factor, T(k+1) = alpha T(k), 0 < alpha < 1"),
     info(

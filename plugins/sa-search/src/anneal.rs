@@ -9,7 +9,7 @@ use crate::plan::{Cost, Evaluator, Problem};
 pub const T_MIN_SHARE: f64 = 1e-3;
 
 /// `t0 = auto`: T0 as a share of the start order's total weighted tardiness.
-pub const AUTO_T0_SHARE: f64 = 0.1;
+pub const AUTO_T0_SHARE: f64 = 0.3;
 
 /// The cooling schedule: T(0) = T0, T(k+1) = alpha T(k), and the share rho of
 /// the tardy tasks a neighbour moves at each temperature.

@@ -177,12 +177,19 @@ impl Problem {
     }
 }
 
-/// Checkpoints of one order's list schedule: before each position, every
-/// device's availability and the cost so far; at each position, the task's
-/// completion (`NaN` when it was left out).
+/// Positions between two saved availability rows: a neighbour is evaluated
+/// from the row at or before its first changed position, replaying at most
+/// `STRIDE - 1` unchanged positions, and saving a row costs one copy of the
+/// device vector per `STRIDE` positions instead of one per position.
+const STRIDE: usize = 8;
+
+/// Checkpoints of one order's list schedule: every device's availability
+/// before positions 0, STRIDE, 2 STRIDE, ...; the cost before each position;
+/// each position's completion (`NaN` when its task was left out).
 #[derive(Debug, Clone)]
 struct Checkpoints {
-    /// (n + 1) rows of one entry per device.
+    /// One row of one entry per device for each multiple of STRIDE below n
+    /// (at least one row).
     avail: Vec<f64>,
     /// n + 1 prefix costs.
     cost: Vec<Cost>,
@@ -191,13 +198,15 @@ struct Checkpoints {
 }
 
 /// An order and its checkpoints, so that a neighbour that agrees with it on
-/// its first `from` positions is evaluated from position `from` only.
+/// its first `from` positions is evaluated from about position `from` only.
 #[derive(Debug)]
 pub struct Evaluator<'p> {
     problem: &'p Problem,
     order: Vec<u32>,
     current: Checkpoints,
     candidate: Checkpoints,
+    /// The availability while evaluating.
+    work: Vec<f64>,
     scratch: Scratch,
     chosen: Vec<u32>,
 }
@@ -207,7 +216,8 @@ impl<'p> Evaluator<'p> {
     pub fn new(problem: &'p Problem, order: Vec<u32>) -> Evaluator<'p> {
         let (n, m) = (problem.len(), problem.devices());
         assert_eq!(order.len(), n, "an order of every task");
-        let mut avail = vec![0.0; (n + 1) * m];
+        let rows = n.div_ceil(STRIDE).max(1);
+        let mut avail = vec![0.0; rows * m];
         avail[..m].copy_from_slice(&problem.avail);
         let checkpoints = Checkpoints {
             avail,
@@ -219,6 +229,7 @@ impl<'p> Evaluator<'p> {
             order: Vec::new(),
             current: checkpoints.clone(),
             candidate: checkpoints,
+            work: problem.avail.clone(),
             scratch: Scratch::default(),
             chosen: Vec::new(),
         };
@@ -253,41 +264,49 @@ impl<'p> Evaluator<'p> {
         );
     }
 
+    /// Places task `i` on `work`; returns its completion, or `None` when too
+    /// few devices can hold it now.
+    fn place(&mut self, i: u32) -> Option<f64> {
+        let task = &self.problem.tasks[i as usize];
+        let end = choose(
+            self.problem.now,
+            task.gpus,
+            &task.runtimes,
+            &self.work,
+            &mut self.scratch,
+            &mut self.chosen,
+        )?;
+        for &j in &self.chosen {
+            self.work[j as usize] = end;
+        }
+        Some(end)
+    }
+
     /// Evaluates `candidate`, an order that agrees with the current one before
     /// position `from`, from there on. Stops and returns `None` as soon as its
     /// total weighted tardiness exceeds `limit` (costs only grow along an
-    /// order); otherwise returns its cost. [`Evaluator::accept`] then makes it
-    /// current without evaluating it again.
+    /// order); otherwise returns its cost, the same bit for bit as
+    /// [`Problem::cost`]. [`Evaluator::accept`] then makes it current without
+    /// evaluating it again.
     pub fn evaluate(&mut self, candidate: &[u32], from: usize, limit: f64) -> Option<Cost> {
-        let problem = self.problem;
-        let m = problem.devices();
-        let (cur, cand) = (&self.current, &mut self.candidate);
-        cand.avail[from * m..(from + 1) * m].copy_from_slice(&cur.avail[from * m..(from + 1) * m]);
-        let mut cost = cur.cost[from];
+        let m = self.problem.devices();
+        let base = from / STRIDE * STRIDE;
+        self.work
+            .copy_from_slice(&self.current.avail[base / STRIDE * m..][..m]);
+        for &i in &candidate[base..from] {
+            self.place(i);
+        }
+        let mut cost = self.current.cost[from];
         for (pos, &i) in candidate.iter().enumerate().skip(from) {
-            let task = &problem.tasks[i as usize];
-            let (before, after) = cand.avail.split_at_mut((pos + 1) * m);
-            let row = &before[pos * m..];
-            let next = &mut after[..m];
-            next.copy_from_slice(row);
-            match choose(
-                problem.now,
-                task.gpus,
-                &task.runtimes,
-                row,
-                &mut self.scratch,
-                &mut self.chosen,
-            ) {
-                Some(end) => {
-                    for &j in &self.chosen {
-                        next[j as usize] = end;
-                    }
-                    cost = cost.add(task, end);
-                    cand.end[pos] = end;
-                }
-                None => cand.end[pos] = f64::NAN,
+            if pos % STRIDE == 0 {
+                self.candidate.avail[pos / STRIDE * m..][..m].copy_from_slice(&self.work);
             }
-            cand.cost[pos + 1] = cost;
+            let end = self.place(i);
+            if let Some(end) = end {
+                cost = cost.add(&self.problem.tasks[i as usize], end);
+            }
+            self.candidate.end[pos] = end.unwrap_or(f64::NAN);
+            self.candidate.cost[pos + 1] = cost;
             if cost.twt > limit {
                 return None;
             }
@@ -300,9 +319,9 @@ impl<'p> Evaluator<'p> {
     /// current order (its buffer is reused).
     pub fn accept(&mut self, candidate: &mut Vec<u32>, from: usize) {
         let m = self.problem.devices();
-        let n = candidate.len();
         let (cur, cand) = (&mut self.current, &self.candidate);
-        cur.avail[(from + 1) * m..].copy_from_slice(&cand.avail[(from + 1) * m..(n + 1) * m]);
+        let row = from.div_ceil(STRIDE) * m;
+        cur.avail[row..].copy_from_slice(&cand.avail[row..]);
         cur.cost[from + 1..].copy_from_slice(&cand.cost[from + 1..]);
         cur.end[from..].copy_from_slice(&cand.end[from..]);
         std::mem::swap(&mut self.order, candidate);
