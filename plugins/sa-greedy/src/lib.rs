@@ -29,9 +29,9 @@
 //!
 //! It returns the best order seen, so the plan is never worse than either
 //! start order, greedy-eft's included. Neighbours are evaluated from their
-//! first changed position on, from per-position checkpoints of the devices'
-//! availability and the cost, and abandoned as soon as their tardiness is
-//! past the acceptance limit.
+//! first changed position on (checkpoints of the cost at every position and
+//! of the devices' availability every 8), and abandoned as soon as their
+//! tardiness is past the acceptance limit.
 //!
 //! **Decisions.** Tasks stay in the core's pending queue until they start (the
 //! policy never assigns to local queues), so that every decision re-optimises
