@@ -22,5 +22,6 @@ mod harness;
 mod import;
 mod inspect;
 mod plugin_loading;
+mod sa_greedy;
 mod sos;
 mod validity;

@@ -1,0 +1,97 @@
+//! The policy's parameters: names, defaults, help and parsing.
+
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
+
+const fn info(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
+    ParamInfo {
+        key: RStr::from_str(key),
+        default: RStr::from_str(default),
+        help: RStr::from_str(help),
+    }
+}
+
+/// Every parameter with its default (the defaults are parsed from here).
+pub const PARAMETERS: [ParamInfo; 5] = [
+    info("seed", "1", "seed of the pseudo-random numbers (unsigned integer)"),
+    info("iterations", "2000", "neighbours tried per decision (unsigned integer)"),
+    info(
+        "t0",
+        "auto",
+        "initial temperature in weighted seconds of tardiness, or auto: 0.3 x the start order's tardiness",
+    ),
+    info("alpha", "0.995", "cooling factor, T(k+1) = alpha T(k), 0 < alpha < 1"),
+    info(
+        "budget_ms",
+        "0",
+        "wall-clock cap per decision in ms, 0 = none; when it binds, results depend on machine speed",
+    ),
+];
+
+/// Parsed parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Seed of the pseudo-random numbers.
+    pub seed: u64,
+    /// Neighbours tried per decision.
+    pub iterations: u64,
+    /// Initial temperature (weighted seconds); `None`: auto.
+    pub t0: Option<f64>,
+    /// Cooling factor.
+    pub alpha: f64,
+    /// Wall-clock cap per decision, milliseconds; 0: none.
+    pub budget_ms: u64,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params::parse(&[]).expect("the defaults parse")
+    }
+}
+
+impl Params {
+    /// Reads `params`, taking each absent one's default; a bad value is an error
+    /// naming the parameter and what it expected.
+    pub fn parse(params: &[Param]) -> Result<Params, String> {
+        let value = |key: &str| {
+            let default = PARAMETERS
+                .iter()
+                .find(|p| p.key.as_str() == key)
+                .expect("a declared parameter")
+                .default
+                .as_str();
+            param(params, key).unwrap_or(default)
+        };
+        let unsigned = |key: &str| {
+            let v = value(key);
+            v.parse::<u64>()
+                .map_err(|_| format!("{key}: expected an unsigned integer, got {v:?}"))
+        };
+        let t0 = match value("t0") {
+            "auto" => None,
+            v => match v.parse::<f64>() {
+                Ok(t) if t > 0.0 && t.is_finite() => Some(t),
+                _ => {
+                    return Err(format!(
+                        "t0: expected auto or a positive number of weighted seconds, got {v:?}"
+                    ))
+                }
+            },
+        };
+        let v = value("alpha");
+        let alpha = match v.parse::<f64>() {
+            Ok(a) if a > 0.0 && a < 1.0 => a,
+            _ => {
+                return Err(format!(
+                    "alpha: expected a number between 0 and 1 (exclusive), got {v:?}"
+                ))
+            }
+        };
+        Ok(Params {
+            seed: unsigned("seed")?,
+            iterations: unsigned("iterations")?,
+            t0,
+            alpha,
+            budget_ms: unsigned("budget_ms")?,
+        })
+    }
+}
