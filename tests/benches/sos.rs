@@ -3,8 +3,9 @@
 //! The workload is the one the TRETS/Hercules/STANNIC SOS papers benchmark on:
 //! 10,000 jobs on 5 unrelated machines (`sim_5_machines.txt`, see
 //! /work/shared/data/README.md; `SOS_WORKLOAD=PATH` reads another copy). It is
-//! replayed through the real scheduler core by `sim::simulate` on five
-//! identical devices whose run times come from the jobs' `runtimes`.
+//! converted as `gpuctl trace import sos` does (five identical devices, run
+//! times from the jobs' `runtimes`) and replayed through the real scheduler
+//! core by `sim::simulate`.
 //!
 //! For `sos` (alpha 0.6, as in the published runs) and, side by side as the
 //! baseline, `greedy-eft`, over several runs it measures, with tasks placed
@@ -32,12 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gpu_agent::core::TaskSpec;
-use gpu_agent::model::{
-    apps::AppLibrary,
-    host::Host,
-    trace::{Trace, TraceTask},
-};
+use gpu_agent::import::sos;
+use gpu_agent::model::{apps::AppLibrary, host::Host, trace::Trace};
 use gpu_agent::plugins::{Plugin, PolicyInstance};
 use gpu_agent::sim;
 use gpu_agent_plugin_api::{
@@ -50,47 +47,18 @@ use gpu_agent_plugin_api::{
 
 const RUNS: usize = 11;
 const WORKLOAD: &str = "/work/shared/data/sos/sim_5_machines.txt";
-const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 5\nspeed = 1\n";
 /// The alpha of the published runs (their alpha_i = floor(0.6 p_i)).
 const ALPHA: f64 = 0.6;
 
-/// The jobs of an SOS workload file as tasks, one line
-/// `weight p_0 .. p_4 alpha_0 .. alpha_4 release_tick` each (1 tick = 1 s).
-///
-/// Provisional, until `gpuctl trace import sos` replaces it: `runtimes` = the
-/// p_i, arrival = the release tick, workload = the least p_i, no memory,
-/// deadline = arrival + the largest p_i (the format has no deadlines); the
-/// alpha_i columns are not read (the policy's `alpha` plays their part).
-fn sos_tasks(text: &str) -> Vec<TaskSpec> {
-    let app = AppLibrary::default().get("default").unwrap().clone();
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, line)| {
-            let v: Vec<f64> = line
-                .split_whitespace()
-                .map(|f| {
-                    f.parse()
-                        .unwrap_or_else(|e| panic!("line {}: {f:?}: {e}", n + 1))
-                })
-                .collect();
-            assert_eq!(v.len(), 12, "line {}: expected 12 numbers", n + 1);
-            let p = v[1..6].to_vec();
-            let least = p.iter().copied().fold(f64::INFINITY, f64::min);
-            let most = p.iter().copied().fold(0.0, f64::max);
-            TaskSpec {
-                id: format!("j{}", n + 1),
-                arrival: v[11],
-                workload: least,
-                mem_gb: 0.0,
-                deadline: v[11] + most,
-                weight: v[0],
-                gpus: 1,
-                runtimes: p,
-                app: app.clone(),
-            }
-        })
-        .collect()
+/// The SOS workload as `gpuctl trace import sos` converts it (docs/import.md).
+fn sos_workload(path: &Path) -> (Host, Trace) {
+    let (conversion, _) =
+        sos::import(path, &sos::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let host = Host::parse(path, &conversion.host_toml()).unwrap();
+    let mut csv = Vec::new();
+    conversion.write_trace(&mut csv).unwrap();
+    let trace = Trace::parse(path, &csv[..], &host, &AppLibrary::default()).unwrap();
+    (host, trace)
 }
 
 /// A cheap, steady tick count: the time-stamp counter.
@@ -259,20 +227,7 @@ fn tick_overhead() -> Duration {
 fn main() {
     let (sos, greedy_eft) = plugins();
     let path = std::env::var("SOS_WORKLOAD").unwrap_or_else(|_| WORKLOAD.into());
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let host = Host::parse(Path::new("sos-bench.toml"), HOST).unwrap();
-    let trace = Trace {
-        tasks: sos_tasks(&text)
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| TraceTask {
-                line: i as u64 + 1,
-                spec,
-                command: None,
-            })
-            .collect(),
-        warnings: Vec::new(),
-    };
+    let (host, trace) = sos_workload(Path::new(&path));
     println!(
         "SOS workload {path}: {} jobs, {} devices",
         trace.tasks.len(),

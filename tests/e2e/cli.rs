@@ -226,7 +226,12 @@ fn gantt_chart_and_markdown_show_the_schedule_and_the_comparison() {
     let table = success(&out);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("different schedule"));
     let svg = std::fs::read_to_string(&chart).unwrap();
-    for text in [">\nfifo\n<", ">\ngreedy-eft\n<", ">\ntwt\n<", ">\nmakespan\n<"] {
+    for text in [
+        ">\nfifo\n<",
+        ">\ngreedy-eft\n<",
+        ">\ntwt\n<",
+        ">\nmakespan\n<",
+    ] {
         assert!(svg.contains(text), "{text} missing from the chart");
     }
     let md = std::fs::read_to_string(&markdown).unwrap();

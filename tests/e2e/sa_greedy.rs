@@ -200,6 +200,7 @@ fn tiny(seed: u64) -> Instance {
             deadline: f64::from(rng.u32(1..30)),
             weight: f64::from(rng.u32(1..5)),
             gpus: 1,
+            alt_gpus: Vec::new(),
             runtimes: if unrelated {
                 (0..m).map(|_| f64::from(rng.u32(1..20))).collect()
             } else {

@@ -16,6 +16,7 @@ fn task(key: TaskKey, weight: f64, deadline: f64, gpus: u32, runtimes: &[f64]) -
         deadline,
         weight,
         gpus,
+        alt_gpus: Default::default(),
         runtimes: runtimes.to_vec().into(),
         app: AppModel {
             name: "default".into(),

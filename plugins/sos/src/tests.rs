@@ -18,6 +18,7 @@ fn task(key: TaskKey, weight: f64, gpus: u32, runtimes: &[f64]) -> Task {
         deadline: 100.0,
         weight,
         gpus,
+        alt_gpus: Default::default(),
         runtimes: runtimes.to_vec().into(),
         app: AppModel {
             name: "default".into(),
