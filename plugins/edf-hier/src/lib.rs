@@ -32,7 +32,8 @@
 //!    tardiness plus cost, ties to the earliest completion ([`greedy::place`]).
 //! 5. **Starts.** Tasks stay in the core's pending queue until they start: a
 //!    planned task is started (`Decision::Start`) when its planned start is now
-//!    and all its devices are idle with empty local queues.
+//!    and all its devices are idle with empty local queues, in the order of
+//!    their lowest device index.
 //!
 //! Re-planning: an `Arrived` or `Finished` event asks for a wake-up now
 //! (`WakeAt`), so that everything that happens at one instant is planned
@@ -90,14 +91,14 @@ impl EdfHier {
         if self.periodic.is_some_and(|t| t <= view.now) {
             self.periodic = None;
         }
-        let devices = view.devices.as_slice();
-        let idle = |j: u32| {
-            let d = &devices[j as usize];
-            d.running.is_none() && d.queue.is_empty()
-        };
-        let mut decisions: Vec<Decision> = plan::plan(view, &self.params)?
+        let mut starting: Vec<plan::Planned> = plan::plan(view, &self.params, plan::Scope::Now)?
             .into_iter()
-            .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| idle(j)))
+            .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| plan::idle(view, j)))
+            .collect();
+        // In device order, as the core starts queue heads.
+        starting.sort_by_key(|p| p.devices[0]);
+        let mut decisions: Vec<Decision> = starting
+            .into_iter()
             .map(|p| Decision::Start {
                 task: p.task,
                 devices: p.devices.into(),

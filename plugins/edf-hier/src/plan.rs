@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use gpu_agent_plugin_api::{TaskKey, View};
 
-use crate::config::{candidate, holds, usable, Candidate};
+use crate::config::{candidate, holds, usable, Candidate, Config};
 use crate::deal::{deal, device_groups, edf_order};
 use crate::greedy::{self, Placement};
 use crate::milp;
@@ -19,6 +19,17 @@ pub enum Method {
     /// The greedy rule: a task planned on the whole host, a group's only MILP
     /// task, a task beyond `milp_max_tasks`, or a group whose MILP failed.
     Greedy,
+}
+
+/// How much of the plan to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every pending task.
+    All,
+    /// What decides the starts now: in each group, tasks are planned (in the
+    /// same way) only until every device of the group is busy now (running,
+    /// queued or booked at `now`), after which none of them could start.
+    Now,
 }
 
 /// A pending task's planned devices and times.
@@ -36,10 +47,16 @@ pub struct Planned {
     pub by: Method,
 }
 
-/// Plans every pending task of `view` (see the crate documentation): the
-/// tasks no group can hold first, on the whole host, then each group's.
-/// Tasks that no online devices can hold now are left out.
-pub fn plan(view: &View<'_>, params: &Params) -> Result<Vec<Planned>, String> {
+/// Whether device `j` could start a task now: nothing running, nothing queued.
+pub fn idle(view: &View<'_>, j: u32) -> bool {
+    let d = &view.devices[j as usize];
+    d.running.is_none() && d.queue.is_empty()
+}
+
+/// Plans the pending tasks of `view` (see the crate documentation): the tasks
+/// no group can hold first, on the whole host, then each group's. Tasks that
+/// no online devices can hold now are left out.
+pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planned>, String> {
     let m = view.devices.len();
     if params.groups > m {
         return Err(format!(
@@ -75,12 +92,18 @@ pub fn plan(view: &View<'_>, params: &Params) -> Result<Vec<Planned>, String> {
         .map(|d| d.available_at.max(now))
         .collect();
     let mut timeline = Timeline::new(now, &release);
+    let busy_now = |timeline: &Timeline, devices: &[u32]| {
+        scope == Scope::Now
+            && devices
+                .iter()
+                .all(|&j| !idle(view, j) || timeline.busy_at(j, now))
+    };
     let mut planned = Vec::new();
     let host: Vec<u32> = (0..m as u32).collect();
     for (_, key) in spanning {
         let task = view.task(key);
         let devices = usable(view, task, &host);
-        if !holds(task, devices.len()) {
+        if busy_now(&timeline, &host) || !holds(task, devices.len()) {
             continue;
         }
         let c = candidate(
@@ -94,33 +117,46 @@ pub fn plan(view: &View<'_>, params: &Params) -> Result<Vec<Planned>, String> {
         planned.push(planned_task(&c, placed[0], Method::Greedy));
     }
     for (group, mut tasks) in groups.iter().zip(members) {
+        if busy_now(&timeline, group) {
+            continue;
+        }
         tasks.sort_unstable();
-        let candidates: Vec<Candidate> = tasks
+        // Configurations follow the releases before the group's own tasks.
+        let release: Vec<f64> = host.iter().map(|&j| timeline.release(j)).collect();
+        let candidate_of = |key: TaskKey| {
+            let task = view.task(key);
+            candidate(
+                view,
+                task,
+                &usable(view, task, group),
+                |j| release[j as usize],
+                params.max_configs,
+            )
+        };
+        let window = tasks.len().min(params.milp_max_tasks);
+        let head: Vec<Candidate> = tasks[..window]
             .iter()
-            .map(|&(_, key)| {
-                let task = view.task(key);
-                candidate(
-                    view,
-                    task,
-                    &usable(view, task, group),
-                    |j| timeline.release(j),
-                    params.max_configs,
-                )
-            })
+            .map(|&(_, k)| candidate_of(k))
             .collect();
-        let window = candidates.len().min(params.milp_max_tasks);
-        let (head, tail) = candidates.split_at(window);
-        plan_head(head, &mut timeline, now, params, &mut planned);
-        for (c, p) in tail.iter().zip(greedy::place(tail, &mut timeline, now)) {
-            planned.push(planned_task(c, p, Method::Greedy));
+        plan_head(&head, &mut timeline, now, params, &mut planned);
+        for &(_, key) in &tasks[window..] {
+            if busy_now(&timeline, group) {
+                break;
+            }
+            let c = candidate_of(key);
+            let placed = greedy::place(std::slice::from_ref(&c), &mut timeline, now);
+            planned.push(planned_task(&c, placed[0], Method::Greedy));
         }
     }
     Ok(planned)
 }
 
-/// Plans a group's first `milp_max_tasks` tasks: by the MILP when there are at
-/// least two, its plan decoded onto `timeline`; by the greedy rule otherwise or
-/// when the solver fails.
+/// Plans a group's first `milp_max_tasks` tasks. With at least two of them, the
+/// greedy rule first plans them with each device free from the end of what is
+/// booked on it; when that plan's objective exceeds the sum of each task's
+/// least penalty alone (at its earliest start), the MILP improves on it;
+/// either plan is then decoded onto `timeline`. A lone task, or a group whose
+/// MILP fails, is placed by the greedy rule on `timeline` itself.
 fn plan_head(
     head: &[Candidate],
     timeline: &mut Timeline,
@@ -129,11 +165,33 @@ fn plan_head(
     planned: &mut Vec<Planned>,
 ) {
     if head.len() >= 2 {
-        // The MILP sees each device free from the end of what is booked on it.
         let release: Vec<f64> = (0..timeline.devices() as u32)
             .map(|j| timeline.release(j))
             .collect();
         let warm = greedy::place(head, &mut Timeline::new(now, &release), now);
+        // No plan beats every task at its best alone, at its earliest start:
+        // when the greedy plan does as well, the MILP has nothing to improve.
+        let start_of = |c: &Config| {
+            c.devices
+                .iter()
+                .map(|&j| release[j as usize])
+                .fold(now, f64::max)
+        };
+        let bound: f64 = head
+            .iter()
+            .map(|t| {
+                (0..t.configs.len())
+                    .map(|c| t.penalty(c, start_of(&t.configs[c])))
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .sum();
+        let greedy = greedy::objective(head, &warm);
+        if greedy <= bound + 1e-9 * (1.0 + bound.abs()) {
+            for (c, p) in head.iter().zip(decode(head, &warm, timeline, now)) {
+                planned.push(planned_task(c, p, Method::Greedy));
+            }
+            return;
+        }
         let limit = Duration::from_millis(params.time_limit_ms);
         if let Ok(solved) = milp::solve(head, now, |j| release[j as usize], &warm, limit) {
             for (c, p) in head
@@ -187,6 +245,7 @@ fn planned_task(c: &Candidate, p: Placement, by: Method) -> Planned {
 mod tests {
     use super::*;
     use crate::testing::{device, task, Fixture};
+    use gpu_agent_plugin_api::abi_stable::std_types::ROption;
 
     fn params(groups: usize, group_size: usize, milp_max_tasks: usize) -> Params {
         Params {
@@ -217,7 +276,7 @@ mod tests {
     #[test]
     fn tasks_beyond_the_cap_are_placed_greedily_after_the_milp() {
         let mut f = three_tasks();
-        let plan = plan(&f.view(), &params(1, 1, 2)).unwrap();
+        let plan = plan(&f.view(), &params(1, 1, 2), Scope::All).unwrap();
         // a and b by the MILP (a alone on the slow device, b on the fast one);
         // c then takes the earliest end: device 1 at 5 (1.25 s) rather than
         // device 0 at 9.
@@ -236,7 +295,7 @@ mod tests {
         let mut f = three_tasks();
         // Cap 0 and cap 1: the greedy rule only; a takes both devices, b is late.
         for cap in [0, 1] {
-            let plan = plan(&f.view(), &params(1, 1, cap)).unwrap();
+            let plan = plan(&f.view(), &params(1, 1, cap), Scope::All).unwrap();
             assert_eq!(
                 rows(&plan),
                 [
@@ -255,18 +314,19 @@ mod tests {
         let mut f = Fixture::new(0.0);
         f.devices = (0..4).map(|j| device(j, 1.0, 0.0)).collect();
         // Deadline order a, b, c, d; dealt two at a time: a, b to group 0, c, d
-        // to group 1.
+        // to group 1. Everything is on time at no cost by the greedy rule,
+        // which no plan can beat: no MILP.
         f.tasks = (0..4)
             .map(|k| task(k, 2.0 + k as f64, 10.0 + k as f64, 1.0))
             .collect();
-        let plan = plan(&f.view(), &params(2, 2, 6)).unwrap();
+        let plan = plan(&f.view(), &params(2, 2, 6), Scope::All).unwrap();
         assert_eq!(
             rows(&plan),
             [
-                (0, vec![0], 0.0, 2.0, Method::Milp),
-                (1, vec![2], 0.0, 3.0, Method::Milp),
-                (2, vec![1], 0.0, 4.0, Method::Milp),
-                (3, vec![3], 0.0, 5.0, Method::Milp),
+                (0, vec![0], 0.0, 2.0, Method::Greedy),
+                (1, vec![2], 0.0, 3.0, Method::Greedy),
+                (2, vec![1], 0.0, 4.0, Method::Greedy),
+                (3, vec![3], 0.0, 5.0, Method::Greedy),
             ]
         );
     }
@@ -286,7 +346,7 @@ mod tests {
         wide.gpus = 3;
         // small is dealt to group 0 and waits there for wide.
         f.tasks = vec![big, wide, task(2, 1.0, 12.0, 1.0)];
-        let plan = plan(&f.view(), &params(2, 1, 6)).unwrap();
+        let plan = plan(&f.view(), &params(2, 1, 6), Scope::All).unwrap();
         assert_eq!(
             rows(&plan),
             [
@@ -301,7 +361,7 @@ mod tests {
     fn more_groups_than_devices_is_an_error() {
         let mut f = three_tasks();
         assert_eq!(
-            plan(&f.view(), &params(3, 1, 6)),
+            plan(&f.view(), &params(3, 1, 6), Scope::All),
             Err("groups = 3 exceeds the host's 2 device(s)".to_string())
         );
     }
@@ -319,5 +379,58 @@ mod tests {
         f.tasks[2].arrival = 1.0;
         f.tasks[3].arrival = 1.0;
         assert_eq!(edf_order(&f.view()), [1, 2, 3, 0]);
+    }
+
+    /// The planned tasks that start now.
+    fn starting(plan: &[Planned], now: f64) -> Vec<(u64, Vec<u32>)> {
+        plan.iter()
+            .filter(|p| p.start == now)
+            .map(|p| (p.task, p.devices.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn planning_for_now_stops_when_every_device_is_busy_now() {
+        let mut f = three_tasks();
+        let p = params(1, 1, 0);
+        // a takes both devices at 0: b and c could not start now.
+        let now = plan(&f.view(), &p, Scope::Now).unwrap();
+        assert_eq!(rows(&now), [(0, vec![0, 1], 0.0, 2.5, Method::Greedy)]);
+        let all = plan(&f.view(), &p, Scope::All).unwrap();
+        assert_eq!(starting(&now, 0.0), starting(&all, 0.0));
+        // With device 1 running something, the group is busy: nothing planned.
+        f.devices[1].running = ROption::RSome(9);
+        f.devices[1].available_at = 3.0;
+        f.devices[0].running = ROption::RSome(8);
+        f.devices[0].available_at = 1.0;
+        assert_eq!(plan(&f.view(), &p, Scope::Now), Ok(vec![]));
+    }
+
+    #[test]
+    fn planning_for_now_starts_what_the_whole_plan_starts() {
+        let mut fixtures = vec![three_tasks()];
+        let mut f = Fixture::new(0.0);
+        f.devices = (0..4)
+            .map(|j| device(j, 1.0 + j as f64 / 4.0, 0.0))
+            .collect();
+        f.devices[2].available_at = 6.0;
+        f.devices[2].running = ROption::RSome(99);
+        f.tasks = (0..9)
+            .map(|k| {
+                let mut t = task(k, 1.0 + (k * 7 % 5) as f64, 3.0 + (k * 3 % 7) as f64, 1.0);
+                t.gpus = 1 + (k % 3) as u32;
+                t
+            })
+            .collect();
+        fixtures.push(f);
+        for mut f in fixtures {
+            for (groups, size, cap) in [(1, 1, 4), (2, 1, 2), (2, 3, 0), (1, 2, 1)] {
+                let p = params(groups.min(f.devices.len()), size, cap);
+                let now = plan(&f.view(), &p, Scope::Now).unwrap();
+                let all = plan(&f.view(), &p, Scope::All).unwrap();
+                assert_eq!(starting(&now, 0.0), starting(&all, 0.0), "{p:?}");
+                assert!(now.iter().all(|p| all.contains(p)), "{p:?}");
+            }
+        }
     }
 }

@@ -31,6 +31,11 @@ impl Timeline {
             .fold(self.now, f64::max)
     }
 
+    /// Whether device `j` has something booked at time `t`.
+    pub fn busy_at(&self, j: u32, t: f64) -> bool {
+        self.busy[j as usize].iter().any(|&(a, b)| a <= t && t < b)
+    }
+
     /// The earliest start >= `from` at which every one of `devices` is free
     /// for `duration`: `from` or the end of a busy interval, whichever fits first.
     pub fn earliest(&self, devices: &[u32], from: f64, duration: f64) -> f64 {
