@@ -9,10 +9,12 @@ use std::{
 /// The plugin files the product ships.
 pub const FIFO: &str = "libgpu_agent_policy_fifo.so";
 pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
+pub const EDF_HIER: &str = "libgpu_agent_policy_edf_hier.so";
 /// Every shipped policy plugin: (crate, file).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-fifo", FIFO),
     ("gpu-agent-policy-greedy-eft", GREEDY_EFT),
+    ("gpu-agent-policy-edf-hier", EDF_HIER),
 ];
 /// Fixture plugins.
 pub const PANICKY: &str = "libfixture_panicky.so";
