@@ -21,15 +21,18 @@
 //!    A configuration of g devices runs for the slowest device's run time times
 //!    `gpus / g` and costs the sum of its devices' `cost_per_hour` / 3600 times
 //!    that run time.
-//! 4. **Group plan.** Each group takes its tasks in deadline order. The first
-//!    `milp_max_tasks` are planned by the group MILP ([`milp`]), which chooses a
-//!    configuration and a start for each, minimising weighted tardiness plus
-//!    usage cost, when there are at least two of them; the MILP's plan is then
-//!    booked in the order of its starts, each task at the earliest gap of its
-//!    devices ([`plan::decode`]). The other tasks, a lone task, and the tasks of
-//!    a group whose MILP fails are placed by the greedy rule: in deadline order,
-//!    each takes the configuration whose earliest gap gives the least weighted
-//!    tardiness plus cost, ties to the earliest completion ([`greedy::place`]).
+//! 4. **Group plan.** Each group takes its tasks in deadline order. When its
+//!    first `milp_max_tasks` tasks are at least two, the greedy rule plans them
+//!    with each device free from its release; if that plan's weighted
+//!    tardiness plus cost exceeds the sum of each task's least penalty alone
+//!    (a lower bound), the group MILP ([`milp`]) improves on it. The plan is
+//!    then booked in the order of its starts, each task at the earliest gap of
+//!    its devices ([`plan::decode`]). The other tasks, a lone task, and the
+//!    tasks of a group whose MILP fails are placed by the greedy rule: in
+//!    deadline order, each takes the configuration whose earliest gap gives
+//!    the least weighted tardiness plus cost, ties to the earliest completion
+//!    ([`greedy::place`]). A group plans no further once all its devices are
+//!    busy now ([`plan::Scope::Now`]): nothing after could start.
 //! 5. **Starts.** Tasks stay in the core's pending queue until they start: a
 //!    planned task is started (`Decision::Start`) when its planned start is now
 //!    and all its devices are idle with empty local queues, in the order of
