@@ -86,10 +86,18 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
     }
     spanning.sort_unstable();
 
+    // An idle device is free now, even when the core still expects it busy
+    // (a task that ended a hair before its expected end).
     let release: Vec<f64> = view
         .devices
         .iter()
-        .map(|d| d.available_at.max(now))
+        .map(|d| {
+            if idle(view, d.index) {
+                now
+            } else {
+                d.available_at.max(now)
+            }
+        })
         .collect();
     let mut timeline = Timeline::new(now, &release);
     let busy_now = |timeline: &Timeline, devices: &[u32]| {
@@ -432,5 +440,15 @@ mod tests {
                 assert!(now.iter().all(|p| all.contains(p)), "{p:?}");
             }
         }
+    }
+
+    #[test]
+    fn an_idle_device_is_free_now_whatever_the_core_expected() {
+        let mut f = Fixture::new(4.0);
+        f.devices = vec![device(0, 1.0, 0.0)];
+        f.devices[0].available_at = 4.000001;
+        f.tasks = vec![task(0, 1.0, 9.0, 1.0)];
+        let plan = plan(&f.view(), &params(1, 1, 4), Scope::Now).unwrap();
+        assert_eq!(rows(&plan), [(0, vec![0], 4.0, 5.0, Method::Greedy)]);
     }
 }
