@@ -11,12 +11,14 @@ pub const FIFO: &str = "libgpu_agent_policy_fifo.so";
 pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
 pub const SOS: &str = "libgpu_agent_policy_sos.so";
 pub const SA_GREEDY: &str = "libgpu_agent_policy_sa_greedy.so";
+pub const EDF_HIER: &str = "libgpu_agent_policy_edf_hier.so";
 /// Every shipped policy plugin: (crate, file).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-fifo", FIFO),
     ("gpu-agent-policy-greedy-eft", GREEDY_EFT),
     ("gpu-agent-policy-sos", SOS),
     ("gpu-agent-policy-sa-greedy", SA_GREEDY),
+    ("gpu-agent-policy-edf-hier", EDF_HIER),
 ];
 /// Fixture plugins.
 pub const PANICKY: &str = "libfixture_panicky.so";

@@ -18,6 +18,7 @@ mod daemon_exec;
 mod daemon_policy;
 mod daemon_reload;
 mod demo;
+mod edf_hier;
 mod harness;
 mod import;
 mod inspect;

@@ -1,0 +1,275 @@
+//! `edf-hier`: deadline-ordered hierarchical distribution for GPU-as-a-service,
+//! after Filippini, Lattuada, Jahani, Ciavotta, Ardagna and Amaldi,
+//! "Hierarchical Scheduling in on-demand GPU-as-a-Service Systems" (SYNASC 2020).
+//!
+//! Each plan takes every pending task and decides its devices and start:
+//!
+//! 1. **Groups.** The devices form K = `groups` groups: device j belongs to
+//!    group j mod K (host files list devices model by model, so each group gets
+//!    a share of every model). K above the device count is a policy error.
+//! 2. **Dealing.** The pending tasks, sorted by (deadline, arrival, key), are
+//!    dealt round-robin to the groups `group_size` at a time ([`deal::deal`]).
+//!    A task that none of its device counts (`gpus`, then `alt_gpus`) fits in
+//!    its group's usable devices (online, enough memory, finite run time) goes
+//!    to the first of the following groups, cyclically, where one fits; if no
+//!    group can hold it, it is planned on the whole host, before every group's
+//!    tasks, by the greedy rule (so such a task may go ahead of tasks with
+//!    earlier deadlines).
+//! 3. **Configurations.** A task's configurations in a group are device sets of
+//!    one of its counts, cut from the usable devices ordered by (release, run
+//!    time, cost per hour, index), at most `max_configs` ([`config::candidate`]).
+//!    A configuration of g devices runs for the slowest device's run time times
+//!    `gpus / g` and costs the sum of its devices' `cost_per_hour` / 3600 times
+//!    that run time.
+//! 4. **Group plan.** Each group takes its tasks in deadline order. When its
+//!    first `milp_max_tasks` tasks are at least two, the greedy rule plans them
+//!    with each device free from its release; if that plan's weighted
+//!    tardiness plus cost exceeds the sum of each task's least penalty alone
+//!    (a lower bound), the group MILP ([`milp`]) improves on it. The plan is
+//!    then booked in the order of its starts, each task at the earliest gap of
+//!    its devices ([`plan::decode`]). The other tasks, a lone task, and the
+//!    tasks of a group whose MILP fails are placed by the greedy rule: in
+//!    deadline order, each takes the configuration whose earliest gap gives
+//!    the least weighted tardiness plus cost, ties to the earliest completion
+//!    ([`greedy::place`]). A group plans no further once all its devices are
+//!    busy now ([`plan::Scope::Now`]): nothing after could start.
+//! 5. **Starts.** Tasks stay in the core's pending queue until they start: a
+//!    planned task is started (`Decision::Start`) when its planned start is now
+//!    and all its devices are idle with empty local queues, in the order of
+//!    their lowest device index.
+//!
+//! Re-planning: an `Arrived` or `Finished` event asks for a wake-up now
+//! (`WakeAt`), so that everything that happens at one instant is planned
+//! together on the `Timer` (the simulator delivers timers after the finishes
+//! and arrivals of their instant); `Timer`, `Activated` and any other event plan
+//! at once. While tasks remain pending after a plan, the policy also asks to be
+//! woken `period_s` later, once at a time.
+//!
+//! Determinism: the MILP, the greedy rule and the order of every choice are
+//! deterministic; only a solve that reaches `time_limit_ms` (wall clock) could
+//! end differently on another run. `milp_max_tasks` and `max_configs` keep
+//! solves far below the default limit (see `docs/policies.md` for measured
+//! times), so the limit is a safety net for the daemon.
+
+// abi_stable 0.11's derives put impls inside constants.
+#![allow(non_local_definitions)]
+
+pub mod config;
+pub mod deal;
+pub mod greedy;
+pub mod milp;
+pub mod params;
+pub mod plan;
+#[cfg(test)]
+mod testing;
+pub mod timeline;
+
+use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View};
+
+use params::{Params, INFO};
+
+/// The `edf-hier` policy.
+#[derive(Debug)]
+pub struct EdfHier {
+    params: Params,
+    /// The instant a batch wake-up was asked for and not yet delivered.
+    batch: Option<f64>,
+    /// When the periodic wake-up asked for is due.
+    periodic: Option<f64>,
+}
+
+impl EdfHier {
+    /// A policy with `params`.
+    pub fn new(params: Params) -> EdfHier {
+        EdfHier {
+            params,
+            batch: None,
+            periodic: None,
+        }
+    }
+
+    /// Plans every pending task and starts those due now on idle devices.
+    fn replan(&mut self, view: &View<'_>) -> Result<Vec<Decision>, String> {
+        self.batch = None;
+        if self.periodic.is_some_and(|t| t <= view.now) {
+            self.periodic = None;
+        }
+        let mut starting: Vec<plan::Planned> = plan::plan(view, &self.params, plan::Scope::Now)?
+            .into_iter()
+            .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| plan::idle(view, j)))
+            .collect();
+        // In device order, as the core starts queue heads.
+        starting.sort_by_key(|p| p.devices[0]);
+        let mut decisions: Vec<Decision> = starting
+            .into_iter()
+            .map(|p| Decision::Start {
+                task: p.task,
+                devices: p.devices.into(),
+                clocks: ROption::RNone,
+            })
+            .collect();
+        if view.pending.len() > decisions.len() && self.periodic.is_none() {
+            let time = view.now + self.params.period_s;
+            self.periodic = Some(time);
+            decisions.push(Decision::WakeAt { time });
+        }
+        Ok(decisions)
+    }
+}
+
+impl PolicyImpl for EdfHier {
+    fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
+        match event {
+            Event::Arrived { .. } | Event::Finished { .. } => {
+                if view.pending.is_empty() || self.batch == Some(view.now) {
+                    return Ok(Vec::new());
+                }
+                self.batch = Some(view.now);
+                Ok(vec![Decision::WakeAt { time: view.now }])
+            }
+            _ => self.replan(view),
+        }
+    }
+}
+
+gpu_agent_plugin_api::export_policy! {
+    name: "edf-hier",
+    description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
+    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5]],
+    new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_plugin_api::{abi_stable::std_types::RSlice, TaskState};
+    use testing::{device, task, Fixture};
+
+    fn start(task: u64, devices: &[u32]) -> Decision {
+        Decision::Start {
+            task,
+            devices: devices.to_vec().into(),
+            clocks: ROption::RNone,
+        }
+    }
+
+    #[test]
+    fn an_instant_is_planned_once_on_its_timer() {
+        let mut f = Fixture::new(2.0);
+        f.devices = vec![device(0, 1.0, 0.0)];
+        f.tasks = vec![task(0, 1.0, 9.0, 1.0), task(1, 1.0, 8.0, 1.0)];
+        let mut p = EdfHier::new(Params::default());
+        let view = f.view();
+        let wake_now = vec![Decision::WakeAt { time: 2.0 }];
+        assert_eq!(p.on_event(&view, &Event::Arrived { task: 0 }), Ok(wake_now));
+        assert_eq!(p.on_event(&view, &Event::Arrived { task: 1 }), Ok(vec![]));
+        // The earlier deadline starts; the other waits, with a periodic wake-up.
+        assert_eq!(
+            p.on_event(&view, &Event::Timer),
+            Ok(vec![start(1, &[0]), Decision::WakeAt { time: 62.0 }])
+        );
+        // One periodic wake-up at a time.
+        assert_eq!(
+            p.on_event(&view, &Event::Activated),
+            Ok(vec![start(1, &[0])])
+        );
+    }
+
+    #[test]
+    fn the_periodic_wake_up_is_renewed_only_while_tasks_wait() {
+        let mut f = Fixture::new(0.0);
+        f.devices = vec![device(0, 1.0, 0.0)];
+        f.tasks = vec![task(0, 1.0, 9.0, 1.0), task(1, 1.0, 9.0, 1.0)];
+        let mut p = EdfHier::new(Params::parse(&[]).unwrap());
+        p.on_event(&f.view(), &Event::Timer).unwrap();
+        f.now = 60.0;
+        assert_eq!(
+            p.on_event(&f.view(), &Event::Timer),
+            Ok(vec![start(0, &[0]), Decision::WakeAt { time: 120.0 }])
+        );
+        // Only one task pending and it starts: no wake-up.
+        f.tasks[0].state = TaskState::Running;
+        f.now = 120.0;
+        assert_eq!(
+            p.on_event(&f.view(), &Event::Timer),
+            Ok(vec![start(1, &[0])])
+        );
+        // A finish with nothing pending asks for nothing.
+        f.tasks[1].state = TaskState::Running;
+        let finished = Event::Finished { task: 0, ok: true };
+        assert_eq!(p.on_event(&f.view(), &finished), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_task_starts_only_on_idle_devices_with_empty_queues() {
+        // Device 0 runs task 2 past its expected end (available now), device 1
+        // has a queued task 3 (available at 4): task 0 (2 GPUs) is planned
+        // now on both but cannot start.
+        let mut f = Fixture::new(1.0);
+        f.devices = vec![
+            device(0, 1.0, 0.0),
+            device(1, 1.0, 0.0),
+            device(2, 1.0, 0.0),
+        ];
+        f.devices[0].running = ROption::RSome(2);
+        f.devices[0].available_at = 1.0;
+        f.devices[1].queue = RSlice::from_slice(&[3]);
+        f.devices[1].available_at = 4.0;
+        let mut wide = task(0, 1.0, 1.5, 1.0);
+        wide.gpus = 2;
+        let mut t2 = task(2, 1.0, 9.0, 1.0);
+        t2.state = TaskState::Running;
+        let mut t3 = task(3, 1.0, 9.0, 1.0);
+        t3.state = TaskState::Queued;
+        f.tasks = vec![wide, task(1, 1.0, 9.0, 1.0), t2, t3];
+        let mut p = EdfHier::new(Params::default());
+        // wide: devices 0 and 2 from 1 (its best set); task 1 after it on
+        // device 0 or 2 → it waits too. Nothing starts.
+        assert_eq!(
+            p.on_event(&f.view(), &Event::Timer),
+            Ok(vec![Decision::WakeAt { time: 61.0 }])
+        );
+    }
+
+    #[test]
+    fn too_many_groups_is_a_policy_error() {
+        let mut f = Fixture::new(0.0);
+        f.devices = vec![device(0, 1.0, 0.0)];
+        f.tasks = vec![task(0, 1.0, 9.0, 1.0)];
+        let params = Params {
+            groups: 2,
+            ..Params::default()
+        };
+        assert_eq!(
+            EdfHier::new(params).on_event(&f.view(), &Event::Activated),
+            Err("groups = 2 exceeds the host's 1 device(s)".to_string())
+        );
+    }
+
+    #[test]
+    fn the_module_lists_its_parameters_and_refuses_bad_ones() {
+        let module = policy_module();
+        assert_eq!(module.name().as_str(), "edf-hier");
+        let keys: Vec<&str> = module.parameters().iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "groups",
+                "group_size",
+                "period_s",
+                "time_limit_ms",
+                "milp_max_tasks",
+                "max_configs"
+            ]
+        );
+        let bad = [gpu_agent_plugin_api::Param {
+            key: "group_size".into(),
+            value: "5".into(),
+        }];
+        let refused = (module.new())(RSlice::from_slice(&bad)).into_result().err();
+        assert_eq!(
+            refused.map(|e| e.into_string()),
+            Some("group_size: expected 1, 2 or 3, got \"5\"".to_string())
+        );
+    }
+}

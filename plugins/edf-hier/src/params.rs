@@ -1,0 +1,241 @@
+//! The policy's parameters, their defaults and their checks.
+
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
+
+/// The most tasks one MILP may hold (`milp_max_tasks`): at 8, microlp's branch
+/// and bound already runs for seconds on hard instances.
+pub const MAX_MILP_TASKS: usize = 8;
+/// The most configurations one task may bring to a MILP (`max_configs`).
+pub const MAX_CONFIGS: usize = 16;
+
+/// The parameters `edf-hier` takes, as the plugin lists them.
+pub const INFO: [ParamInfo; 6] = [
+    info(
+        "groups",
+        "1",
+        "K, the number of device groups (device j belongs to group j mod K); 1 to the device count",
+    ),
+    info(
+        "group_size",
+        "1",
+        "tasks dealt to a group at a time, in deadline order: 1, 2 or 3",
+    ),
+    info(
+        "period_s",
+        "60",
+        "seconds between re-plans while tasks are pending (> 0)",
+    ),
+    info(
+        "time_limit_ms",
+        "500",
+        "wall-clock limit of one MILP solve; the best plan found by then is used (>= 1)",
+    ),
+    info(
+        "milp_max_tasks",
+        "4",
+        "tasks per group in one MILP, earliest deadlines first; the rest are placed greedily (0 to 8)",
+    ),
+    info(
+        "max_configs",
+        "8",
+        "device sets considered per task (1 to 16)",
+    ),
+];
+
+const fn info(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
+    ParamInfo {
+        key: RStr::from_str(key),
+        default: RStr::from_str(default),
+        help: RStr::from_str(help),
+    }
+}
+
+/// `edf-hier`'s settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// K, the number of device groups.
+    pub groups: usize,
+    /// Tasks dealt to a group at a time (1, 2 or 3).
+    pub group_size: usize,
+    /// Seconds between re-plans while tasks are pending.
+    pub period_s: f64,
+    /// Wall-clock limit of one MILP solve, milliseconds.
+    pub time_limit_ms: u64,
+    /// Tasks per group in one MILP.
+    pub milp_max_tasks: usize,
+    /// Device sets considered per task.
+    pub max_configs: usize,
+}
+
+impl Default for Params {
+    fn default() -> Params {
+        Params {
+            groups: 1,
+            group_size: 1,
+            period_s: 60.0,
+            time_limit_ms: 500,
+            milp_max_tasks: 4,
+            max_configs: 8,
+        }
+    }
+}
+
+impl Params {
+    /// Reads `params` over the defaults; an error names the parameter, what it
+    /// expects and what it got.
+    pub fn parse(params: &[Param]) -> Result<Params, String> {
+        let mut p = Params::default();
+        if let Some(v) = param(params, "groups") {
+            p.groups =
+                integer(v, 1, usize::MAX).ok_or_else(|| bad("groups", "an integer >= 1", v))?;
+        }
+        if let Some(v) = param(params, "group_size") {
+            p.group_size = integer(v, 1, 3).ok_or_else(|| bad("group_size", "1, 2 or 3", v))?;
+        }
+        if let Some(v) = param(params, "period_s") {
+            p.period_s = v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| bad("period_s", "a number of seconds > 0", v))?;
+        }
+        if let Some(v) = param(params, "time_limit_ms") {
+            p.time_limit_ms = integer(v, 1, usize::MAX)
+                .ok_or_else(|| bad("time_limit_ms", "an integer >= 1", v))?
+                as u64;
+        }
+        if let Some(v) = param(params, "milp_max_tasks") {
+            p.milp_max_tasks = integer(v, 0, MAX_MILP_TASKS).ok_or_else(|| {
+                bad(
+                    "milp_max_tasks",
+                    &format!("an integer from 0 to {MAX_MILP_TASKS}"),
+                    v,
+                )
+            })?;
+        }
+        if let Some(v) = param(params, "max_configs") {
+            p.max_configs = integer(v, 1, MAX_CONFIGS).ok_or_else(|| {
+                bad(
+                    "max_configs",
+                    &format!("an integer from 1 to {MAX_CONFIGS}"),
+                    v,
+                )
+            })?;
+        }
+        Ok(p)
+    }
+}
+
+fn integer(v: &str, min: usize, max: usize) -> Option<usize> {
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+}
+
+fn bad(key: &str, expected: &str, got: &str) -> String {
+    format!("{key}: expected {expected}, got {got:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> Vec<Param> {
+        pairs
+            .iter()
+            .map(|&(k, v)| Param {
+                key: k.into(),
+                value: v.into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn listed_defaults_are_the_defaults() {
+        let listed: Vec<(&str, &str)> = INFO
+            .iter()
+            .map(|i| (i.key.as_str(), i.default.as_str()))
+            .collect();
+        assert_eq!(Params::parse(&params(&listed)), Ok(Params::default()));
+        assert_eq!(Params::parse(&[]), Ok(Params::default()));
+    }
+
+    #[test]
+    fn values_are_read() {
+        let p = Params::parse(&params(&[
+            ("groups", "3"),
+            ("group_size", "2"),
+            ("period_s", "2.5"),
+            ("time_limit_ms", "50"),
+            ("milp_max_tasks", "0"),
+            ("max_configs", "16"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            Params {
+                groups: 3,
+                group_size: 2,
+                period_s: 2.5,
+                time_limit_ms: 50,
+                milp_max_tasks: 0,
+                max_configs: 16,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_parameter() {
+        let cases = [
+            ("groups", "0", "groups: expected an integer >= 1, got \"0\""),
+            (
+                "groups",
+                "two",
+                "groups: expected an integer >= 1, got \"two\"",
+            ),
+            (
+                "group_size",
+                "4",
+                "group_size: expected 1, 2 or 3, got \"4\"",
+            ),
+            (
+                "group_size",
+                "0",
+                "group_size: expected 1, 2 or 3, got \"0\"",
+            ),
+            (
+                "period_s",
+                "0",
+                "period_s: expected a number of seconds > 0, got \"0\"",
+            ),
+            (
+                "period_s",
+                "inf",
+                "period_s: expected a number of seconds > 0, got \"inf\"",
+            ),
+            (
+                "time_limit_ms",
+                "0",
+                "time_limit_ms: expected an integer >= 1, got \"0\"",
+            ),
+            (
+                "milp_max_tasks",
+                "9",
+                "milp_max_tasks: expected an integer from 0 to 8, got \"9\"",
+            ),
+            (
+                "max_configs",
+                "0",
+                "max_configs: expected an integer from 1 to 16, got \"0\"",
+            ),
+        ];
+        for (key, value, message) in cases {
+            assert_eq!(
+                Params::parse(&params(&[(key, value)])),
+                Err(message.to_string())
+            );
+        }
+    }
+}
