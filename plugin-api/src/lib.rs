@@ -87,6 +87,18 @@ pub struct AppModel {
 }
 
 impl AppModel {
+    /// The built-in `default` profile (formats.md §6): delta 0.5, d 1, t0 0, so
+    /// frequency-insensitive in time, with power derived from the device.
+    pub fn builtin_default() -> AppModel {
+        AppModel {
+            name: "default".into(),
+            delta: 0.5,
+            d: 1.0,
+            t0: 0.0,
+            power: ROption::RNone,
+        }
+    }
+
     /// Run time at `clocks` as a multiple of the run time at default clocks.
     pub fn time_factor(&self, clocks: Clocks) -> f64 {
         let scalable = self.d * (self.delta / clocks.core + (1.0 - self.delta) / clocks.mem);
@@ -493,13 +505,7 @@ mod tests {
             gpus: 1,
             alt_gpus: RVec::new(),
             runtimes: runtimes.into(),
-            app: AppModel {
-                name: "default".into(),
-                delta: 0.5,
-                d: 1.0,
-                t0: 0.0,
-                power: ROption::RNone,
-            },
+            app: AppModel::builtin_default(),
             state: TaskState::Pending,
         }
     }

@@ -79,13 +79,7 @@ fn task(rng: &mut Rng, key: u64) -> Task {
         gpus,
         alt_gpus: alt.into(),
         runtimes: RVec::new(),
-        app: AppModel {
-            name: "default".into(),
-            delta: 0.5,
-            d: 1.0,
-            t0: 0.0,
-            power: ROption::RNone,
-        },
+        app: AppModel::builtin_default(),
         state: TaskState::Pending,
     }
 }

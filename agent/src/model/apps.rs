@@ -34,13 +34,7 @@ pub struct AppLibrary {
 
 impl Default for AppLibrary {
     fn default() -> Self {
-        let default = AppModel {
-            name: DEFAULT_APP.into(),
-            delta: 0.5,
-            d: 1.0,
-            t0: 0.0,
-            power: ROption::RNone,
-        };
+        let default = AppModel::builtin_default();
         AppLibrary {
             apps: BTreeMap::from([(DEFAULT_APP.to_string(), default)]),
         }

@@ -33,13 +33,7 @@ pub fn task(key: TaskKey, workload: f64, deadline: f64, weight: f64) -> Task {
         gpus: 1,
         alt_gpus: RVec::new(),
         runtimes: RVec::new(),
-        app: AppModel {
-            name: "default".into(),
-            delta: 0.5,
-            d: 1.0,
-            t0: 0.0,
-            power: ROption::RNone,
-        },
+        app: AppModel::builtin_default(),
         state: TaskState::Pending,
     }
 }

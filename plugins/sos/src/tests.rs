@@ -20,13 +20,7 @@ fn task(key: TaskKey, weight: f64, gpus: u32, runtimes: &[f64]) -> Task {
         gpus,
         alt_gpus: Default::default(),
         runtimes: runtimes.to_vec().into(),
-        app: AppModel {
-            name: "default".into(),
-            delta: 0.5,
-            d: 1.0,
-            t0: 0.0,
-            power: ROption::RNone,
-        },
+        app: AppModel::builtin_default(),
         state: TaskState::Pending,
     }
 }
