@@ -38,10 +38,13 @@ for tool in deb generate-rpm; do
     fi
 done
 
-# Each plugin crate: its package name, and the file its cdylib becomes.
+# Each plugin crate (a cdylib; plain libraries under plugins/, such as
+# eft-rule, are linked into plugins, not shipped): its package name, and the
+# file its cdylib becomes.
 plugin_packages=()
 plugin_files=()
 for manifest in plugins/*/Cargo.toml; do
+    grep -q '"cdylib"' "$manifest" || continue
     read -r package lib < <(awk '
         /^\[/ { section = $0 }
         /^name *=/ {

@@ -50,10 +50,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # --- what the packages must hold -------------------------------------------
-# Every plugin crate under plugins/ ships its library (build.sh derives the
-# same list); test fixtures never do.
+# Every plugin crate (cdylib) under plugins/ ships its library (build.sh
+# derives the same list); plain libraries and test fixtures never do.
 plugin_files=()
 for manifest in plugins/*/Cargo.toml; do
+    grep -q '"cdylib"' "$manifest" || continue
     lib=$(awk '
         /^\[/ { section = $0 }
         /^name *=/ {
