@@ -54,11 +54,9 @@ const ALPHA: f64 = 0.6;
 fn sos_workload(path: &Path) -> (Host, Trace) {
     let (conversion, _) =
         sos::import(path, &sos::Options::default()).unwrap_or_else(|e| panic!("{e}"));
-    let host = Host::parse(path, &conversion.host_toml()).unwrap();
-    let mut csv = Vec::new();
-    conversion.write_trace(&mut csv).unwrap();
-    let trace = Trace::parse(path, &csv[..], &host, &AppLibrary::default()).unwrap();
-    (host, trace)
+    conversion
+        .read_back(&AppLibrary::default())
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A cheap, steady tick count: the time-stamp counter.

@@ -578,7 +578,7 @@ impl Pod {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{apps::AppLibrary, host::Host, trace::Trace};
+    use crate::model::{apps::AppLibrary, host::Host};
 
     const NODES: &str = "sn,cpu_milli,memory_mib,gpu,model\n\
         n0,1,1,2,P100\n\
@@ -617,12 +617,6 @@ mod tests {
             options,
         )
         .map_err(|e| e.to_string())
-    }
-
-    fn trace_text(c: &Conversion) -> String {
-        let mut out = Vec::new();
-        c.write_trace(&mut out).unwrap();
-        String::from_utf8(out).unwrap()
     }
 
     #[test]
@@ -715,7 +709,7 @@ mod tests {
         // 50 s, Burstable. Arrivals count from p0's creation (100 s);
         // deadlines are arrival + 2 × workload; memory is the share of 16 GB.
         assert_eq!(
-            trace_text(&c),
+            c.trace_csv(),
             "id,arrival,workload,mem_gb,deadline,weight,gpus\n\
              p0,0,1000,16,2000,2,1\n\
              p2,100,567.64,7.36,1235.28,1,1\n\
@@ -740,14 +734,7 @@ mod tests {
             }
         );
         assert_eq!(summary.skipped.total(), 5);
-        let host = Host::parse(Path::new("host.toml"), &c.host_toml()).unwrap();
-        let trace = Trace::parse(
-            Path::new("trace.csv"),
-            trace_text(&c).as_bytes(),
-            &host,
-            &AppLibrary::default(),
-        )
-        .unwrap();
+        let (_, trace) = c.read_back(&AppLibrary::default()).unwrap();
         assert_eq!(trace.tasks.len(), 4);
         assert!(trace.warnings.is_empty());
     }
@@ -764,7 +751,7 @@ mod tests {
         // p0 was created before 150; p1 (no GPU) is skipped; p2 and p3 are the
         // two tasks; p4..p8 are not examined. Arrivals count from p2.
         assert_eq!(
-            trace_text(&c),
+            c.trace_csv(),
             "id,arrival,workload,mem_gb,deadline,weight,gpus\n\
              p2,0,567.64,7.36,851.46,1,1\n\
              p3,100,90,16,235,4,8\n"

@@ -9,8 +9,11 @@ pub mod sos;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::model::apps::AppLibrary;
 use crate::model::catalogue::GpuModel;
+use crate::model::host::Host;
 use crate::model::input_error::InputError;
+use crate::model::trace::Trace;
 
 /// The most devices one `[[gpu]]` entry may expand to (the host reader's limit);
 /// larger counts are written as several entries.
@@ -145,6 +148,28 @@ impl Conversion {
             w.write_record(&row)?;
         }
         w.flush()
+    }
+
+    /// The trace (CSV) as text.
+    pub fn trace_csv(&self) -> String {
+        let mut out = Vec::new();
+        self.write_trace(&mut out)
+            .expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("the CSV writer writes UTF-8")
+    }
+
+    /// The host and the trace as the project's readers read the written files
+    /// (`converted.toml` and `converted.csv` in errors), for replaying a
+    /// conversion in-process.
+    pub fn read_back(&self, apps: &AppLibrary) -> Result<(Host, Trace), InputError> {
+        let host = Host::parse(Path::new("converted.toml"), &self.host_toml())?;
+        let trace = Trace::parse(
+            Path::new("converted.csv"),
+            self.trace_csv().as_bytes(),
+            &host,
+            apps,
+        )?;
+        Ok((host, trace))
     }
 
     /// Writes the host to `host` and the trace to `trace`, each through a

@@ -209,16 +209,10 @@ pub fn convert(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{apps::AppLibrary, host::Host, trace::Trace};
+    use crate::model::apps::AppLibrary;
 
     fn convert_text(text: &str, options: &Options) -> Result<(Conversion, Summary), String> {
         convert(Path::new("jobs.txt"), text.as_bytes(), options).map_err(|e| e.to_string())
-    }
-
-    fn trace_text(c: &Conversion) -> String {
-        let mut out = Vec::new();
-        c.write_trace(&mut out).unwrap();
-        String::from_utf8(out).unwrap()
     }
 
     /// The first two lines of sim_5_machines.txt and a later release.
@@ -238,7 +232,7 @@ mod tests {
             }
         );
         assert_eq!(
-            trace_text(&c),
+            c.trace_csv(),
             "id,arrival,workload,mem_gb,deadline,weight,gpus,runtimes\n\
              j1,0,16,0,32,87,1,73;170;16;109;190\n\
              j2,0,22,0,44,22,1,22;65;122;135;251\n\
@@ -250,14 +244,7 @@ mod tests {
              \n# 5 identical machines; the trace's runtimes make them unrelated\n\
              [[gpu]]\nmodel = \"V100-SXM2-32GB\"\ncount = 5\nspeed = 1.0\n"
         );
-        let host = Host::parse(Path::new("host.toml"), &c.host_toml()).unwrap();
-        let trace = Trace::parse(
-            Path::new("trace.csv"),
-            trace_text(&c).as_bytes(),
-            &host,
-            &AppLibrary::default(),
-        )
-        .unwrap();
+        let (_, trace) = c.read_back(&AppLibrary::default()).unwrap();
         assert_eq!(
             trace.tasks[2].spec.runtimes,
             vec![10.0, 11.0, 12.0, 13.0, 14.0]
@@ -272,7 +259,7 @@ mod tests {
         };
         let (c, _) = convert_text("5 10 11 12 13 14 6 6 7 7 8 3\n", &options).unwrap();
         assert_eq!(
-            trace_text(&c),
+            c.trace_csv(),
             "id,arrival,workload,mem_gb,deadline,weight,gpus,runtimes\n\
              j1,1.5,5,0,16.5,5,1,5;5.5;6;6.5;7\n"
         );
