@@ -155,18 +155,22 @@ pub fn run(args: Args) -> Result<()> {
             })
             .map(|p| (p.key.clone(), p.value.clone()))
             .collect();
-        plugin.instantiate(&params)?;
-        policies.push((plugin, params));
+        let first = plugin.instantiate(&params)?;
+        policies.push((plugin, params, Some(first)));
     }
 
     let mut outcomes = Vec::new();
-    for (plugin, params) in policies {
+    for (plugin, params, mut first) in policies {
         let repeat = usize::from(args.repeat);
         let bar = progress_bar(trace.tasks.len() * repeat, plugin.name());
         let mut runs: Vec<Outcome> = Vec::new();
         for run in 0..repeat {
             let done = trace.tasks.len() * run;
-            let outcome = sim::simulate(&host, &trace, plugin.instantiate(&params)?, |n| {
+            let policy = match first.take() {
+                Some(policy) => policy,
+                None => plugin.instantiate(&params)?,
+            };
+            let outcome = sim::simulate(&host, &trace, policy, |n| {
                 if n % 1024 == 0 {
                     bar.set_position((done + n) as u64);
                 }
