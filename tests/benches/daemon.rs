@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gpu_agent::contract::{Agent1Proxy, SubmitSpec, BUS_NAME};
-use gpu_agent::private_bus::PrivateBus;
+use gpu_agent_dbus::private_bus::PrivateBus;
+use gpu_agent_dbus::{Agent1Proxy, SubmitSpec, BUS_NAME};
 
 const RUNS: usize = 5;
 const LATENCY_CALLS: usize = 2000;
@@ -136,7 +136,7 @@ fn main() {
         let peer = zbus::fdo::PeerProxy::builder(&conn)
             .destination(BUS_NAME)
             .unwrap()
-            .path(gpu_agent::contract::AGENT_PATH)
+            .path(gpu_agent_dbus::AGENT_PATH)
             .unwrap()
             .build()
             .await

@@ -33,10 +33,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gpu_agent::import::sos;
-use gpu_agent::model::{apps::AppLibrary, host::Host, trace::Trace};
-use gpu_agent::plugins::{Plugin, PolicyInstance};
-use gpu_agent::sim;
+use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_core::{apps::AppLibrary, host::Host};
+use gpu_agent_loader::Plugin;
 use gpu_agent_plugin_api::{
     abi_stable::{
         sabi_trait::TD_Opaque,
@@ -44,6 +43,9 @@ use gpu_agent_plugin_api::{
     },
     Decision, DecisionNe, EventNe, Policy, PolicyBox, Policy_TO, View,
 };
+use gpu_agent_sim as sim;
+use gpu_agent_sim::import::sos;
+use gpu_agent_sim::input::trace::Trace;
 
 const RUNS: usize = 11;
 const WORKLOAD: &str = "/work/shared/data/sos/sim_5_machines.txt";

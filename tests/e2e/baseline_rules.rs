@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use gpu_agent::core::TaskSpec;
-use gpu_agent::model::catalogue;
-use gpu_agent::sim::{self, schedule::ScheduleRow};
+use gpu_agent_core::catalogue;
+use gpu_agent_core::TaskSpec;
+use gpu_agent_sim::{self as sim, schedule::ScheduleRow};
 use proptest::prelude::*;
 
 use crate::harness::{success, Sim, FIFO, GREEDY_EFT};

@@ -13,8 +13,8 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gpu_agent::contract::{Agent1Proxy, Dict, SubmitSpec, TaskInfo, TaskState, BUS_NAME};
-use gpu_agent::private_bus::PrivateBus;
+use gpu_agent_dbus::private_bus::PrivateBus;
+use gpu_agent_dbus::{Agent1Proxy, Dict, SubmitSpec, TaskInfo, TaskStatus, BUS_NAME};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
@@ -374,7 +374,7 @@ impl Daemon {
     }
 
     /// Waits until task `id` is in `state`; panics if it ends in another.
-    pub fn wait_state(&self, id: &str, state: TaskState, limit: Duration) -> TaskInfo {
+    pub fn wait_state(&self, id: &str, state: TaskStatus, limit: Duration) -> TaskInfo {
         wait_for(&format!("task {id} to be {state}"), limit, || {
             let t = self.task(id);
             if t.state == state {

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use gpu_agent::contract::TaskState;
+use gpu_agent_dbus::TaskStatus;
 
 use crate::daemon::{spec, Daemon, AGENT};
 
@@ -293,7 +293,7 @@ fn daemon_access_outsider_may_only_read() {
     // Nothing changed.
     let after = d.tasks();
     assert_eq!(after.len(), before.len());
-    assert_eq!(d.task(&roots).state, TaskState::Running);
+    assert_eq!(d.task(&roots).state, TaskStatus::Running);
     assert_eq!(d.block_on(d.proxy().policy()).unwrap(), "fifo");
 }
 
@@ -334,19 +334,19 @@ fn daemon_access_member_submits_and_cancels_its_own() {
             format!("task {roots} belongs to uid 0; only its owner or an admin may cancel it")
         ))
     );
-    assert_eq!(d.task(&roots).state, TaskState::Running);
+    assert_eq!(d.task(&roots).state, TaskStatus::Running);
 
     // Its own task: submitted, owned, cancelled.
     let own = id_of(&gdbus(&d, who, "Submit", &[LONG]).expect("the member submits"));
     assert_eq!(d.task(&own).owner_uid, who.uid);
     assert_eq!(gdbus(&d, who, "Cancel", &[&own]), Ok("()".into()));
-    assert_eq!(d.task(&own).state, TaskState::Cancelled);
+    assert_eq!(d.task(&own).state, TaskStatus::Cancelled);
 
     // Its command runs as the member, with the member's groups.
     let script = "{'workload': <10.0>, 'mem_gb': <1.0>, 'deadline': <60.0>, 'weight': <1.0>, \
                   'command': <['/bin/sh', '-c', 'id -u; id -g; id -G']>}";
     let id = id_of(&gdbus(&d, who, "Submit", &[script]).expect("the member submits"));
-    let task = d.wait_state(&id, TaskState::Succeeded, Duration::from_secs(15));
+    let task = d.wait_state(&id, TaskStatus::Succeeded, Duration::from_secs(15));
     assert_eq!(task.owner_uid, who.uid);
     let log = d.state_dir().join("logs").join(format!("{id}.log"));
     let text = std::fs::read_to_string(&log).expect("the task's log");
@@ -371,5 +371,5 @@ fn daemon_access_member_submits_and_cancels_its_own() {
 
     // Root (an admin) may cancel anyone's task.
     d.block_on(d.proxy().cancel(&roots)).expect("root cancels");
-    assert_eq!(d.task(&roots).state, TaskState::Cancelled);
+    assert_eq!(d.task(&roots).state, TaskStatus::Cancelled);
 }

@@ -278,7 +278,7 @@ fn daemon_methods_answer_busctl_calls() {
     // Simulated: 10 work units on an A100 (speed 1) at time scale 100: 0.1 s.
     let done = d.wait_state(
         "t1",
-        gpu_agent::contract::TaskState::Succeeded,
+        gpu_agent_dbus::TaskStatus::Succeeded,
         Duration::from_secs(10),
     );
     assert_eq!(done.devices, vec![0]);
@@ -405,18 +405,14 @@ fn daemon_methods_answer_busctl_calls() {
     assert!(
         matches!(
             waiting.state,
-            gpu_agent::contract::TaskState::Queued | gpu_agent::contract::TaskState::Assigned
+            gpu_agent_dbus::TaskStatus::Queued | gpu_agent_dbus::TaskStatus::Assigned
         ),
         "{waiting:?}"
     );
     // Each device names the task running on it.
     for id in &ids[..4] {
         let task = d.task(id);
-        assert_eq!(
-            task.state,
-            gpu_agent::contract::TaskState::Running,
-            "{task:?}"
-        );
+        assert_eq!(task.state, gpu_agent_dbus::TaskStatus::Running, "{task:?}");
         let path = format!("/org/gpuagent/Agent1/gpu/{}", task.devices[0]);
         crate::daemon::wait_for(
             &format!("{path} to name {id}"),
@@ -438,7 +434,7 @@ fn daemon_methods_answer_busctl_calls() {
             d.call("Cancel", &["s", id]),
             Vec::<serde_json::Value>::new()
         );
-        assert_eq!(d.task(id).state, gpu_agent::contract::TaskState::Cancelled);
+        assert_eq!(d.task(id).state, gpu_agent_dbus::TaskStatus::Cancelled);
     }
 
     assert_eq!(
@@ -658,7 +654,7 @@ fn daemon_options_reach_the_task_and_its_devices() {
     assert_eq!(t2, vec![json!("t2")]);
     let gang = d.task("t2");
     assert_eq!(gang.devices, vec![0, 1]);
-    assert_eq!(gang.state, gpu_agent::contract::TaskState::Running);
+    assert_eq!(gang.state, gpu_agent_dbus::TaskStatus::Running);
     for device in [0, 1] {
         crate::daemon::wait_for("the A100s to name the gang", Duration::from_secs(5), || {
             (device_property(&d, device, "CurrentTask") == json!("t2")).then_some(())

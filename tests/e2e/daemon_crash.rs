@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gpu_agent::contract::{TaskInfo, TaskState};
+use gpu_agent_dbus::{TaskInfo, TaskStatus};
 
 use crate::daemon::{processes_with_env, spec, unique, wait_for, Daemon, Settings};
 
@@ -95,7 +95,7 @@ fn daemon_kill_9_mid_workload_loses_and_duplicates_nothing() {
         check_once(&tasks, &before);
         for t in &tasks {
             assert!(
-                t.state != TaskState::Running || t.started.is_some(),
+                t.state != TaskStatus::Running || t.started.is_some(),
                 "{t:?}"
             );
         }
@@ -115,15 +115,15 @@ fn daemon_kill_9_mid_workload_loses_and_duplicates_nothing() {
         tasks.len()
     );
 
-    let mut states: HashMap<TaskState, usize> = HashMap::new();
+    let mut states: HashMap<TaskStatus, usize> = HashMap::new();
     for t in &tasks {
         *states.entry(t.state).or_default() += 1;
         match t.state {
-            TaskState::Succeeded => {
+            TaskStatus::Succeeded => {
                 assert!(t.started.is_some() && t.finished.is_some(), "{t:?}");
             }
             // Running when the daemon died, and not to be run again.
-            TaskState::Lost => {
+            TaskStatus::Lost => {
                 assert!(!t.spec.requeue, "a requeue task was lost: {t:?}");
                 assert!(t.started.is_some() && t.finished.is_some(), "{t:?}");
                 assert_eq!(
@@ -136,7 +136,7 @@ fn daemon_kill_9_mid_workload_loses_and_duplicates_nothing() {
         }
     }
     assert!(
-        states.get(&TaskState::Lost).copied().unwrap_or(0) > 0,
+        states.get(&TaskStatus::Lost).copied().unwrap_or(0) > 0,
         "no task was running at any of the kills: the test did not test: {states:?}"
     );
     eprintln!(
@@ -197,7 +197,7 @@ fn daemon_sigterm_ends_running_tasks_and_a_restart_restores_the_rest() {
     .collect();
     assert_eq!(ids, ["t1", "t2", "t3", "t4", "t5"]);
     for id in &ids[..4] {
-        d.wait_state(id, TaskState::Running, Duration::from_secs(10));
+        d.wait_state(id, TaskStatus::Running, Duration::from_secs(10));
     }
     wait_for(
         "both commands' shells and sleeps",
@@ -222,14 +222,14 @@ fn daemon_sigterm_ends_running_tasks_and_a_restart_restores_the_rest() {
         let t = d.task(id);
         assert_eq!(
             (t.state, t.reason.as_deref()),
-            (TaskState::Failed, Some(stopped)),
+            (TaskStatus::Failed, Some(stopped)),
             "{t:?}"
         );
     }
     // The requeue tasks run again, from the start; the waiting one runs.
-    d.wait_state("t5", TaskState::Succeeded, Duration::from_secs(10));
+    d.wait_state("t5", TaskStatus::Succeeded, Duration::from_secs(10));
     for id in ["t2", "t4"] {
-        let t = d.wait_state(id, TaskState::Running, Duration::from_secs(10));
+        let t = d.wait_state(id, TaskStatus::Running, Duration::from_secs(10));
         assert_eq!(
             (t.reason, t.exit_code, t.finished),
             (None, None, None),
@@ -267,7 +267,7 @@ fn daemon_sigterm_leaves_no_task_process_behind() {
     let t = d.task(&id);
     assert_eq!(
         (t.state, t.reason.as_deref()),
-        (TaskState::Failed, Some("gpu-agentd stopped while it ran")),
+        (TaskStatus::Failed, Some("gpu-agentd stopped while it ran")),
         "{t:?}"
     );
 }
@@ -286,7 +286,7 @@ fn daemon_kill_9_then_restart_never_runs_a_command_twice() {
     s.env.insert("E2E_MARK".into(), mark.clone());
     s.requeue = true;
     let id = d.submit(&s).expect("Submit");
-    d.wait_state(&id, TaskState::Running, Duration::from_secs(10));
+    d.wait_state(&id, TaskStatus::Running, Duration::from_secs(10));
     let first = wait_for(
         "the first run's shell and sleep",
         Duration::from_secs(10),
@@ -298,8 +298,8 @@ fn daemon_kill_9_then_restart_never_runs_a_command_twice() {
 
     d.kill9();
     d.restart();
-    let t = d.wait_state(&id, TaskState::Running, Duration::from_secs(10));
-    assert_eq!(t.state, TaskState::Running);
+    let t = d.wait_state(&id, TaskStatus::Running, Duration::from_secs(10));
+    assert_eq!(t.state, TaskStatus::Running);
     wait_for(
         "the first run to be gone and the second to run alone",
         Duration::from_secs(5),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gpu_agent::contract::{Dict, TaskState};
+use gpu_agent_dbus::{Dict, TaskStatus};
 use zbus::zvariant::{OwnedValue, Value};
 
 use crate::daemon::{dbus_error, spec, Daemon, AGENT};
@@ -37,7 +37,7 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     let d = Daemon::start();
     let first = d.submit(&spec(10.0, 1.0, 60.0, 1.0)).expect("Submit");
     assert_eq!(first, "t1");
-    d.wait_state(&first, TaskState::Succeeded, Duration::from_secs(10));
+    d.wait_state(&first, TaskStatus::Succeeded, Duration::from_secs(10));
 
     let keys =
         "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue";
@@ -245,11 +245,11 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     // Nothing was stored, the policy did not change, and no id was used up.
     let tasks = d.tasks();
     assert_eq!(tasks.len(), 1, "{tasks:?}");
-    assert_eq!(tasks[0].state, TaskState::Succeeded);
+    assert_eq!(tasks[0].state, TaskStatus::Succeeded);
     assert_eq!(d.block_on(proxy.policy()).expect("Policy"), "fifo");
     assert_eq!(d.submit(&spec(10.0, 1.0, 60.0, 1.0)).expect("Submit"), "t2");
     // And the refused tasks are not in the metrics as rejected either.
-    let metrics = gpu_agent::contract::metrics_from_dict(&d.block_on(proxy.metrics()).unwrap())
-        .expect("metrics");
+    let metrics =
+        gpu_agent_dbus::metrics_from_dict(&d.block_on(proxy.metrics()).unwrap()).expect("metrics");
     assert!(metrics.rejected.is_empty(), "{:?}", metrics.rejected);
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use gpu_agent::contract::TaskState;
+use gpu_agent_dbus::TaskStatus;
 
 use crate::daemon::{processes_with_env, spec, unique, wait_for, Daemon, Reap, Settings, AGENT};
 
@@ -37,7 +37,7 @@ fn daemon_command_runs_as_the_submitter_with_its_gpus_visible() {
     let mut one = spec(10.0, 1.0, 60.0, 1.0);
     one.command = vec!["/bin/sh".into(), "-c".into(), REPORT.into()];
     let id = d.submit(&one).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Succeeded, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Succeeded, LIMIT);
     assert_eq!(task.exit_code, Some(0));
     assert_eq!(task.owner_uid, me);
     assert_eq!(task.devices.len(), 1);
@@ -61,7 +61,7 @@ fn daemon_command_runs_as_the_submitter_with_its_gpus_visible() {
         "{REPORT}\necho \"own=$E2E_OWN bus=${{DBUS_SESSION_BUS_ADDRESS-unset}} path=$PATH\""
     );
     let id = d.submit(&sneaky).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Succeeded, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Succeeded, LIMIT);
     assert_eq!(
         log_of(&d, &id),
         format!(
@@ -76,7 +76,7 @@ fn daemon_command_runs_as_the_submitter_with_its_gpus_visible() {
     gang.gpus = 2;
     gang.command = one.command.clone();
     let id = d.submit(&gang).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Succeeded, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Succeeded, LIMIT);
     assert_eq!(task.devices, vec![0, 1]);
     assert_eq!(
         log_of(&d, &id),
@@ -94,7 +94,7 @@ fn daemon_failing_command_ends_failed_with_its_exit_code() {
     let mut s = spec(10.0, 1.0, 60.0, 1.0);
     s.command = vec!["/bin/sh".into(), "-c".into(), "echo bye; exit 3".into()];
     let id = d.submit(&s).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Failed, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Failed, LIMIT);
     assert_eq!(task.exit_code, Some(3));
     assert_eq!(task.reason.as_deref(), Some("exited with status 3"));
     assert!(
@@ -107,7 +107,7 @@ fn daemon_failing_command_ends_failed_with_its_exit_code() {
     let mut killed = spec(10.0, 1.0, 60.0, 1.0);
     killed.command = vec!["/bin/sh".into(), "-c".into(), "kill -KILL $$".into()];
     let id = d.submit(&killed).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Failed, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Failed, LIMIT);
     assert_eq!(task.exit_code, Some(137));
     assert_eq!(task.reason.as_deref(), Some("exited with status 137"));
 
@@ -115,7 +115,7 @@ fn daemon_failing_command_ends_failed_with_its_exit_code() {
     let mut missing = spec(10.0, 1.0, 60.0, 1.0);
     missing.command = vec!["/nonexistent/program".into()];
     let id = d.submit(&missing).expect("Submit");
-    let task = d.wait_state(&id, TaskState::Failed, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Failed, LIMIT);
     let reason = task.reason.clone().unwrap_or_default();
     assert!(
         reason.contains("/nonexistent/program"),
@@ -132,7 +132,7 @@ fn daemon_cancel_kills_a_running_command_and_its_children() {
     s.command = vec!["/bin/sh".into(), "-c".into(), "sleep 100; true".into()];
     s.env.insert("E2E_MARK".into(), mark.clone());
     let id = d.submit(&s).expect("Submit");
-    d.wait_state(&id, TaskState::Running, LIMIT);
+    d.wait_state(&id, TaskStatus::Running, LIMIT);
     wait_for("the shell and its sleep to run", LIMIT, || {
         (processes_with_env("E2E_MARK", &mark).len() == 2).then_some(())
     });
@@ -140,7 +140,7 @@ fn daemon_cancel_kills_a_running_command_and_its_children() {
     let proxy = d.proxy();
     let asked = std::time::Instant::now();
     d.block_on(proxy.cancel(&id)).expect("Cancel");
-    let task = d.wait_state(&id, TaskState::Cancelled, Duration::from_secs(5));
+    let task = d.wait_state(&id, TaskStatus::Cancelled, Duration::from_secs(5));
     let took = asked.elapsed();
     // SIGTERM to the group: the shell dies of it (128 + 15).
     assert_eq!(task.exit_code, Some(143), "{task:?}");
@@ -174,7 +174,7 @@ pub fn submit_stubborn(d: &Daemon, mark: &str) -> String {
     s.command = vec!["/bin/sh".into(), "-c".into(), STUBBORN.into()];
     s.env.insert("E2E_MARK".into(), mark.into());
     let id = d.submit(&s).expect("Submit");
-    d.wait_state(&id, TaskState::Running, LIMIT);
+    d.wait_state(&id, TaskStatus::Running, LIMIT);
     let log = d.state_dir().join("logs").join(format!("{id}.log"));
     wait_for("the task to trap SIGTERM", LIMIT, || {
         (std::fs::read_to_string(&log).unwrap_or_default() == "ready\n"
@@ -192,7 +192,7 @@ fn daemon_cancel_kills_a_command_that_ignores_sigterm_after_the_grace() {
     let id = submit_stubborn(&d, &mark);
     let asked = std::time::Instant::now();
     d.block_on(d.proxy().cancel(&id)).expect("Cancel");
-    let task = d.wait_state(&id, TaskState::Cancelled, LIMIT);
+    let task = d.wait_state(&id, TaskStatus::Cancelled, LIMIT);
     let took = asked.elapsed();
     assert_eq!(task.exit_code, Some(137), "SIGKILL ended it: {task:?}");
     assert!(

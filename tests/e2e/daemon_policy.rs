@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gpu_agent::contract::TaskState;
+use gpu_agent_dbus::TaskStatus;
 use zbus::export::futures_core::Stream;
 
 use crate::daemon::{spec, wait_for, Daemon};
@@ -61,7 +61,7 @@ fn daemon_policy_switch_under_load_loses_nothing() {
         (1..=TASKS).map(|n| format!("t{n}")).collect::<Vec<_>>()
     );
 
-    let waiting = |tasks: &[gpu_agent::contract::TaskInfo]| {
+    let waiting = |tasks: &[gpu_agent_dbus::TaskInfo]| {
         tasks.iter().filter(|t| !t.state.is_terminal()).count()
     };
     let switch = |name: &str| {
@@ -91,7 +91,7 @@ fn daemon_policy_switch_under_load_loses_nothing() {
     let tasks = d.wait_all_ended(Duration::from_secs(30));
     assert_eq!(tasks.len(), TASKS);
     for t in &tasks {
-        assert_eq!(t.state, TaskState::Succeeded, "{t:?}");
+        assert_eq!(t.state, TaskStatus::Succeeded, "{t:?}");
     }
     // Each task started once and ended once, as the signals tell it.
     wait_for("every succeeded signal", Duration::from_secs(10), || {
@@ -113,9 +113,8 @@ fn daemon_policy_switch_under_load_loses_nothing() {
         assert_eq!(count("succeeded"), 1, "{id}: {states:?}");
         assert_eq!(states.last(), Some(&"succeeded"), "{id}: {states:?}");
     }
-    let metrics =
-        gpu_agent::contract::metrics_from_dict(&d.block_on(proxy.metrics()).expect("Metrics"))
-            .expect("metrics");
+    let metrics = gpu_agent_dbus::metrics_from_dict(&d.block_on(proxy.metrics()).expect("Metrics"))
+        .expect("metrics");
     assert_eq!(metrics.policy, "fifo");
     assert_eq!(metrics.tasks, TASKS);
     assert!(metrics.rejected.is_empty());

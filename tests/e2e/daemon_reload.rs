@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gpu_agent::contract::TaskState;
+use gpu_agent_dbus::TaskStatus;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -63,7 +63,7 @@ fn daemon_reload_rescans_plugins_and_rereads_the_config() {
     // A task that runs through every reload below (1e6 units: hours).
     let long = d.submit(&spec(1e6, 1.0, 1e6, 1.0)).expect("Submit");
     let started = d
-        .wait_state(&long, TaskState::Running, LIMIT)
+        .wait_state(&long, TaskStatus::Running, LIMIT)
         .started
         .expect("a start time");
     assert_eq!(policies(&d), ["fifo", "greedy-eft"]);
@@ -132,7 +132,7 @@ fn daemon_reload_rescans_plugins_and_rereads_the_config() {
 
     // No task was touched.
     let task = d.task(&long);
-    assert_eq!(task.state, TaskState::Running);
+    assert_eq!(task.state, TaskStatus::Running);
     assert_eq!(task.started, Some(started));
     assert_eq!(policy_property(&d), "fifo");
 }

@@ -3,7 +3,7 @@
 //! instances under random group settings, checked for validity and
 //! determinism.
 
-use gpu_agent::sim;
+use gpu_agent_sim as sim;
 use proptest::prelude::*;
 
 use crate::harness::{success, Sim, EDF_HIER};

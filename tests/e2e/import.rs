@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use gpu_agent::model::{apps::AppLibrary, host::Host, trace::Trace};
+use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_sim::input::{self, trace::Trace};
 
 use crate::harness::{failure, gpuctl, plugin_dir, success, GREEDY_EFT};
 
@@ -36,7 +37,7 @@ fn outputs() -> (tempfile::TempDir, String, String) {
 /// Loads what the import wrote with the project's readers; returns
 /// (devices, tasks).
 fn load(host: &str, trace: &str) -> (usize, usize) {
-    let host = Host::load(Path::new(host)).expect("the host loads");
+    let host = input::host::load(Path::new(host)).expect("the host loads");
     let trace =
         Trace::load(Path::new(trace), &host, &AppLibrary::default()).expect("the trace loads");
     assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);

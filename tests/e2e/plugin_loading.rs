@@ -1,7 +1,7 @@
 //! Loading plugin files: good ones, garbage, foreign libraries, another ABI
 //! version, duplicates, and a policy that panics.
 
-use gpu_agent::plugins::{Plugin, PluginError, Registry};
+use gpu_agent_loader::{Plugin, PluginError, Registry};
 
 use crate::harness::{self, failure, success, Sim, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY};
 

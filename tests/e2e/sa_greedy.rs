@@ -6,13 +6,14 @@
 
 use std::path::Path;
 
-use gpu_agent::core::TaskSpec;
-use gpu_agent::model::{apps::AppLibrary, host::Host};
-use gpu_agent::sim::{self, Outcome};
+use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_core::TaskSpec;
 use gpu_agent_sa_search::{
     anneal::{anneal, Settings},
     plan::{PlanTask, Problem},
 };
+use gpu_agent_sim::input;
+use gpu_agent_sim::{self as sim, Outcome};
 use proptest::prelude::*;
 
 use crate::harness::{failure, success, Sim, GREEDY_EFT, SA_GREEDY};
@@ -192,7 +193,7 @@ fn tiny(seed: u64) -> Instance {
         .iter()
         .map(|v| format!("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = {v}\n"))
         .collect();
-    let host = Host::parse(Path::new("tiny.toml"), &text).unwrap();
+    let host = input::host::parse(Path::new("tiny.toml"), &text).unwrap();
     let app = AppLibrary::default().get("default").unwrap().clone();
     let tasks = (0..7)
         .map(|i| TaskSpec {

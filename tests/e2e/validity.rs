@@ -6,14 +6,11 @@
 
 use std::{collections::BTreeMap, path::Path, sync::OnceLock};
 
-use gpu_agent::core::TaskSpec;
-use gpu_agent::model::{
-    apps::AppLibrary,
-    host::Host,
-    trace::{Trace, TraceTask},
-};
-use gpu_agent::plugins::Registry;
-use gpu_agent::sim::{self, schedule::ScheduleRow};
+use gpu_agent_core::TaskSpec;
+use gpu_agent_core::{apps::AppLibrary, host::Host};
+use gpu_agent_loader::Registry;
+use gpu_agent_sim::input::trace::{Trace, TraceTask};
+use gpu_agent_sim::{self as sim, schedule::ScheduleRow};
 use proptest::prelude::*;
 
 use crate::harness::{self, SHIPPED};
@@ -94,7 +91,7 @@ pub fn instance() -> impl Strategy<Value = Instance> {
                     format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model])
                 })
                 .collect();
-            let host = Host::parse(Path::new("random.toml"), &text).unwrap();
+            let host = gpu_agent_sim::input::host::parse(Path::new("random.toml"), &text).unwrap();
             let app = AppLibrary::default().get("default").unwrap().clone();
             let tasks = tasks
                 .into_iter()

@@ -1,0 +1,469 @@
+//! `gpuctl status`, `devices`, `policy` and `metrics`: the daemon itself.
+
+use anyhow::{anyhow, Result};
+use gpu_agent_dbus::{
+    metrics_from_dict, DeviceStatus, TaskInfo, TaskStatus, AGENT_PATH, BUS_NAME, DEVICE_INTERFACE,
+};
+use serde::{Serialize, Serializer};
+use zbus::{fdo::ObjectManagerProxy, proxy::CacheProperties};
+
+use crate::client::{block_on, BusArgs, Client};
+use crate::table::{metrics_table, Align, Table};
+use crate::units;
+use crate::{emit, emit_json};
+
+/// Show the daemon: version, GPU backend, policy, devices and tasks per state.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl status\n  gpuctl status --session --json")]
+pub struct StatusArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print a JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// List the schedulable devices with their live readings and running task.
+///
+/// One row per GPU or MIG instance the daemon schedules on. `-`: the device
+/// does not report that reading.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl devices\n  gpuctl devices --json")]
+pub struct DevicesArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print a JSON array, one object per device (unreported readings are null).
+    #[arg(long)]
+    json: bool,
+}
+
+/// List the scheduling policies, or switch to another.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl policy list\n  gpuctl policy use greedy-eft")]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    command: PolicyCommand,
+}
+
+/// What `gpuctl policy` does.
+#[derive(clap::Subcommand)]
+enum PolicyCommand {
+    List(PolicyListArgs),
+    Use(PolicyUseArgs),
+}
+
+/// List the loaded policies; `*` marks the active one.
+#[derive(clap::Args)]
+struct PolicyListArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print a JSON array of {"name", "description", "active"} objects.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Make NAME the active policy. Queued tasks move to it; none is lost.
+#[derive(clap::Args)]
+struct PolicyUseArgs {
+    /// The policy, as `gpuctl policy list` names it.
+    name: String,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Make the daemon read its configuration file again and re-scan its plugins.
+///
+/// Newly installed policies become selectable; the active policy keeps
+/// running and no task is touched. A file with an error is refused as a whole
+/// and changes nothing. Prints the policies now loaded, and the changed
+/// settings that only take effect at the next start. Admins only;
+/// `systemctl reload gpu-agent` does the same.
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  gpuctl reload")]
+pub struct ReloadArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Print the schedule metrics over the tasks finished so far.
+///
+/// The metrics of formats.md §4, as `gpuctl simulate` prints them for one
+/// policy.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl metrics\n  gpuctl metrics --json")]
+pub struct MetricsArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print the metrics as a JSON object, as `gpuctl simulate --json` does.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `gpuctl status` shows.
+#[derive(Serialize)]
+struct Status {
+    /// The daemon's version.
+    version: String,
+    /// Its GPU backend.
+    backend: String,
+    /// The active policy.
+    policy: String,
+    /// How many devices it schedules on.
+    devices: usize,
+    /// Its tasks per state.
+    tasks: Counts,
+}
+
+/// One policy in `gpuctl policy list --json`.
+#[derive(Serialize)]
+struct PolicyEntry<'a> {
+    /// The policy's name.
+    name: &'a str,
+    /// What it does, in its own words.
+    description: &'a str,
+    /// Whether it is the active policy.
+    active: bool,
+}
+
+/// Tasks per state, in [`TaskStatus::ALL`] order.
+struct Counts([usize; TaskStatus::ALL.len()]);
+
+impl Counts {
+    /// Counts `tasks` by state.
+    fn of(tasks: &[TaskInfo]) -> Counts {
+        let mut n = [0; TaskStatus::ALL.len()];
+        for t in tasks {
+            let i = TaskStatus::ALL.iter().position(|s| *s == t.state);
+            n[i.expect("every state is in ALL")] += 1;
+        }
+        Counts(n)
+    }
+}
+
+impl Serialize for Counts {
+    /// A map from every state's name to its count, in life order.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(TaskStatus::ALL.iter().map(|s| s.as_str()).zip(self.0))
+    }
+}
+
+/// The device objects the daemon manages, by index.
+async fn fetch_devices(client: &Client) -> Result<Vec<DeviceStatus>> {
+    let manager = ObjectManagerProxy::builder(client.connection())
+        .destination(BUS_NAME)?
+        .path(AGENT_PATH)?
+        .cache_properties(CacheProperties::No)
+        .build();
+    let manager = client.call(manager).await?;
+    let objects = client.call(manager.get_managed_objects()).await?;
+    let mut devices = Vec::new();
+    for (path, interfaces) in &objects {
+        let device = interfaces
+            .iter()
+            .find(|(name, _)| name.as_str() == DEVICE_INTERFACE);
+        if let Some((_, properties)) = device {
+            let status = DeviceStatus::from_dict(properties)
+                .map_err(|e| anyhow!("the daemon sent a bad device {}: {e}", path.as_str()))?;
+            devices.push(status);
+        }
+    }
+    devices.sort_by_key(|d| d.index);
+    Ok(devices)
+}
+
+/// Prints the daemon's status.
+pub fn status(args: StatusArgs) -> Result<()> {
+    let status = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        let agent = &client.agent;
+        let tasks = client.call(agent.list_tasks("")).await?;
+        let tasks = tasks
+            .iter()
+            .map(|d| TaskInfo::from_dict(d).map_err(|e| anyhow!("the daemon sent a bad task: {e}")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Status {
+            version: client.call(agent.version()).await?,
+            backend: client.call(agent.backend()).await?,
+            policy: client.call(agent.policy()).await?,
+            devices: fetch_devices(&client).await?.len(),
+            tasks: Counts::of(&tasks),
+        })
+    })?;
+    if args.json {
+        emit_json(&status)?;
+    } else {
+        emit(&status_text(&status))?;
+    }
+    Ok(())
+}
+
+/// The status, one line per item.
+fn status_text(s: &Status) -> String {
+    let counts: Vec<String> = TaskStatus::ALL
+        .iter()
+        .zip(s.tasks.0)
+        .filter(|(_, n)| *n > 0)
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    let total: usize = s.tasks.0.iter().sum();
+    let tasks = if counts.is_empty() {
+        "0".to_string()
+    } else {
+        format!("{total}: {}", counts.join(", "))
+    };
+    let mut table = Table::new(&[Align::Left, Align::Left]);
+    for (key, value) in [
+        ("version", s.version.clone()),
+        ("backend", s.backend.clone()),
+        ("policy", s.policy.clone()),
+        ("devices", s.devices.to_string()),
+        ("tasks", tasks),
+    ] {
+        table.row(vec![key.into(), value]);
+    }
+    table.render()
+}
+
+/// Prints the devices.
+pub fn devices(args: DevicesArgs) -> Result<()> {
+    let devices = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        fetch_devices(&client).await
+    })?;
+    if args.json {
+        emit_json(&devices)?;
+    } else {
+        emit(&devices_table(&devices))?;
+    }
+    Ok(())
+}
+
+/// The devices as a table, one row each.
+fn devices_table(devices: &[DeviceStatus]) -> String {
+    use Align::{Left, Right};
+    let mut table = Table::with_header(&[
+        ("INDEX", Right),
+        ("NAME", Left),
+        ("MEMORY", Right),
+        ("SPEED", Right),
+        ("CLOCKS", Right),
+        ("POWER", Right),
+        ("ENERGY", Right),
+        ("UTIL", Right),
+        ("MIG", Left),
+        ("TASK", Left),
+    ]);
+    for d in devices {
+        let mhz = |m: u32| if m == 0 { "-".into() } else { m.to_string() };
+        let clocks = if d.core_clock_mhz == 0 && d.mem_clock_mhz == 0 {
+            "-".into()
+        } else {
+            format!("{}/{} MHz", mhz(d.core_clock_mhz), mhz(d.mem_clock_mhz))
+        };
+        table.row(vec![
+            d.index.to_string(),
+            d.name.clone(),
+            units::gigabytes(d.memory_gb),
+            format!("{:.2}", d.speed),
+            clocks,
+            units::power(d.power_w),
+            units::energy(d.energy_j),
+            units::percent(d.utilization),
+            if d.mig_enabled { "on" } else { "off" }.into(),
+            if d.current_task.is_empty() {
+                "-".into()
+            } else {
+                d.current_task.clone()
+            },
+        ]);
+    }
+    table.render()
+}
+
+/// Runs `gpuctl policy list` or `gpuctl policy use`.
+pub fn policy(args: PolicyArgs) -> Result<()> {
+    match args.command {
+        PolicyCommand::List(args) => {
+            let (policies, active) = block_on(async {
+                let client = Client::connect(&args.bus).await?;
+                let policies = client.call(client.agent.list_policies()).await?;
+                Ok((policies, client.call(client.agent.policy()).await?))
+            })?;
+            if args.json {
+                let list: Vec<_> = policies
+                    .iter()
+                    .map(|(name, description)| PolicyEntry {
+                        name,
+                        description,
+                        active: *name == active,
+                    })
+                    .collect();
+                emit_json(&list)?;
+            } else {
+                emit(&policies_table(&policies, &active))?;
+            }
+            Ok(())
+        }
+        PolicyCommand::Use(args) => block_on(async {
+            let client = Client::connect(&args.bus).await?;
+            client.call(client.agent.set_policy(&args.name)).await
+        }),
+    }
+}
+
+/// The policies, one per line, `*` before the active one.
+fn policies_table(policies: &[(String, String)], active: &str) -> String {
+    let mut table = Table::new(&[Align::Left, Align::Left, Align::Left]);
+    for (name, description) in policies {
+        let mark = if name == active { "*" } else { "" };
+        table.row(vec![mark.into(), name.clone(), description.clone()]);
+    }
+    table.render()
+}
+
+/// Reloads the daemon and says what it loaded.
+pub fn reload(args: ReloadArgs) -> Result<()> {
+    let (pending, policies) = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        let pending = client.call(client.agent.reload()).await?;
+        Ok((pending, client.call(client.agent.list_policies()).await?))
+    })?;
+    emit(&reload_text(&pending, &policies))
+}
+
+/// What `gpuctl reload` prints.
+fn reload_text(pending: &[String], policies: &[(String, String)]) -> String {
+    let names: Vec<&str> = policies.iter().map(|(name, _)| name.as_str()).collect();
+    let mut text = format!(
+        "reloaded; policies: {}\n",
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    );
+    if !pending.is_empty() {
+        text.push_str(&format!(
+            "changed, taking effect at the next start: {}\n",
+            pending.join(", ")
+        ));
+    }
+    text
+}
+
+/// Prints the daemon's metrics.
+pub fn metrics(args: MetricsArgs) -> Result<()> {
+    let dict = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client.call(client.agent.metrics()).await
+    })?;
+    let metrics =
+        metrics_from_dict(&dict).map_err(|e| anyhow!("the daemon sent bad metrics: {e}"))?;
+    if args.json {
+        emit_json(&metrics)?;
+    } else {
+        emit(&metrics_table(&[&metrics]).render())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(index: u32) -> DeviceStatus {
+        DeviceStatus {
+            index,
+            uuid: format!("GPU-{index}"),
+            name: "NVIDIA A100-SXM4-40GB".into(),
+            memory_gb: 40.0,
+            speed: 1.0,
+            core_clock_mhz: 1410,
+            mem_clock_mhz: 1215,
+            power_w: 250.26,
+            energy_j: 12_346.0,
+            utilization: 0.873,
+            mig_enabled: false,
+            current_task: "t42".into(),
+        }
+    }
+
+    #[test]
+    fn devices_table_reads_nan_and_zero_as_dashes() {
+        let unread = DeviceStatus {
+            name: "T4".into(),
+            memory_gb: 15.76,
+            speed: 0.25,
+            core_clock_mhz: 0,
+            mem_clock_mhz: 0,
+            power_w: f64::NAN,
+            energy_j: f64::NAN,
+            utilization: f64::NAN,
+            mig_enabled: true,
+            current_task: String::new(),
+            ..device(10)
+        };
+        assert_eq!(
+            devices_table(&[device(0), unread]),
+            "INDEX  NAME                    MEMORY  SPEED         CLOCKS    POWER    ENERGY  UTIL  MIG  TASK\n\
+             \x20   0  NVIDIA A100-SXM4-40GB    40 GB   1.00  1410/1215 MHz  250.3 W  12.35 kJ  87 %  off  t42\n\
+             \x20  10  T4                     15.8 GB   0.25              -        -         -     -  on   -\n"
+        );
+    }
+
+    #[test]
+    fn status_counts_tasks_per_state() {
+        let mut n = [0; TaskStatus::ALL.len()];
+        n[0] = 2; // queued
+        n[3] = 5; // succeeded
+        let status = Status {
+            version: "0.1.0".into(),
+            backend: "mock:examples/host.toml".into(),
+            policy: "fifo".into(),
+            devices: 4,
+            tasks: Counts(n),
+        };
+        assert_eq!(
+            status_text(&status),
+            "version  0.1.0\n\
+             backend  mock:examples/host.toml\n\
+             policy   fifo\n\
+             devices  4\n\
+             tasks    7: 2 queued, 5 succeeded\n"
+        );
+        let json = serde_json::to_string(&status.tasks).unwrap();
+        assert_eq!(
+            json,
+            r#"{"queued":2,"assigned":0,"running":0,"succeeded":5,"failed":0,"cancelled":0,"lost":0,"rejected":0}"#
+        );
+    }
+
+    #[test]
+    fn reload_names_the_policies_and_what_waits_for_a_restart() {
+        let policies = vec![
+            ("fifo".to_string(), "first in, first out".to_string()),
+            ("greedy-eft".to_string(), "earliest finish".to_string()),
+        ];
+        assert_eq!(
+            reload_text(&[], &policies),
+            "reloaded; policies: fifo, greedy-eft\n"
+        );
+        assert_eq!(
+            reload_text(&["policy".into(), "apps".into()], &[]),
+            "reloaded; policies: none\nchanged, taking effect at the next start: policy, apps\n"
+        );
+    }
+
+    #[test]
+    fn the_active_policy_is_starred() {
+        let policies = vec![
+            ("fifo".to_string(), "first in, first out".to_string()),
+            ("greedy-eft".to_string(), "earliest finish time".to_string()),
+        ];
+        assert_eq!(
+            policies_table(&policies, "greedy-eft"),
+            "   fifo        first in, first out\n\
+             *  greedy-eft  earliest finish time\n"
+        );
+    }
+}

@@ -1,0 +1,196 @@
+//! `gpuctl`: the gpu-agent command line.
+
+mod agent;
+mod client;
+mod clock;
+mod demo;
+mod inspect;
+mod plot;
+mod simulate;
+mod submit;
+mod table;
+mod tasks;
+mod trace;
+mod units;
+
+use std::io::{ErrorKind, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{CommandFactory, Parser, Subcommand};
+use gpu_agent_manual::Section;
+use serde::Serialize;
+
+/// Control and study the gpu-agent GPU scheduler.
+#[derive(Parser)]
+#[command(name = "gpuctl", version, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Status(agent::StatusArgs),
+    Devices(agent::DevicesArgs),
+    Submit(submit::Args),
+    Tasks(tasks::ListArgs),
+    Task(tasks::ShowArgs),
+    Cancel(tasks::CancelArgs),
+    Watch(tasks::WatchArgs),
+    Policy(agent::PolicyArgs),
+    Reload(agent::ReloadArgs),
+    Metrics(agent::MetricsArgs),
+    Simulate(simulate::Args),
+    Inspect(inspect::Args),
+    Demo(demo::Args),
+    Trace(trace::Args),
+    Completions(CompletionsArgs),
+    Manpages(ManpagesArgs),
+}
+
+/// Print a shell completion script for gpuctl.
+///
+/// The packages install them; to use one by hand, source it
+/// (bash: `source <(gpuctl completions bash)`).
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  gpuctl completions bash > ~/.local/share/bash-completion/completions/gpuctl\n  gpuctl completions zsh > ~/.zfunc/_gpuctl\n  gpuctl completions fish > ~/.config/fish/completions/gpuctl.fish"
+)]
+struct CompletionsArgs {
+    /// The shell.
+    shell: clap_complete::Shell,
+}
+
+/// Write the manual pages gpuctl(1) and gpuctl-COMMAND(1) into DIR (for packaging).
+#[derive(clap::Args)]
+#[command(hide = true)]
+struct ManpagesArgs {
+    /// The directory to write them into (it must exist).
+    dir: std::path::PathBuf,
+}
+
+/// The manual's sections that clap has no place for.
+const MANUAL: &[Section] = &[
+    Section {
+        title: "ENVIRONMENT",
+        intro: "",
+        entries: &[
+            (
+                "DBUS_SYSTEM_BUS_ADDRESS, DBUS_SESSION_BUS_ADDRESS",
+                "The bus to reach gpu-agentd on (the system bus unless --session).",
+            ),
+            (
+                "RUST_LOG",
+                "How much gpuctl logs to stderr (default: warn).",
+            ),
+        ],
+    },
+    Section {
+        title: "FILES",
+        intro: "",
+        entries: &[(
+            "/usr/lib/gpu-agent/plugins/",
+            "The policy plugins gpuctl simulate loads unless --plugin-dir says otherwise (a \
+             build without the packaged layout looks next to the gpuctl binary).",
+        )],
+    },
+    Section {
+        title: "EXIT STATUS",
+        intro: "",
+        entries: &[
+            (
+                "0",
+                "Success (also when a reader of the output, such as head, stops reading early).",
+            ),
+            (
+                "1",
+                "Failure: stderr says why, with the daemon's error name and message when it \
+                 refused.",
+            ),
+            ("2", "A bad command line."),
+        ],
+    },
+    Section {
+        title: "SEE ALSO",
+        intro: "gpu-agentd(8), busctl(1); the D-Bus API in /usr/share/doc/gpu-agent/dbus.md, \
+                the file formats in /usr/share/doc/gpu-agent/formats.md.",
+        entries: &[],
+    },
+];
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "gpuctl: {}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            )
+        })
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Status(args) => agent::status(args),
+        Command::Devices(args) => agent::devices(args),
+        Command::Submit(args) => submit::run(args),
+        Command::Tasks(args) => tasks::list(args),
+        Command::Task(args) => tasks::show(args),
+        Command::Cancel(args) => tasks::cancel(args),
+        Command::Watch(args) => tasks::watch(args),
+        Command::Policy(args) => agent::policy(args),
+        Command::Reload(args) => agent::reload(args),
+        Command::Metrics(args) => agent::metrics(args),
+        Command::Simulate(args) => simulate::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Trace(args) => trace::run(args),
+        Command::Completions(args) => completions(args),
+        Command::Manpages(args) => manpages(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<StdoutClosed>().is_some() => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gpuctl: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints the completion script for `args.shell`.
+fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "gpuctl", &mut script);
+    emit(&String::from_utf8(script).context("the completion script is not UTF-8")?)
+}
+
+/// Writes the manual pages into `args.dir`, printing each file's path.
+fn manpages(args: ManpagesArgs) -> anyhow::Result<()> {
+    let written = gpu_agent_manual::write_pages(Cli::command(), "1", MANUAL, &args.dir)
+        .with_context(|| format!("cannot write manual pages into {}", args.dir.display()))?;
+    for path in written {
+        emit(&format!("{}\n", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Standard output's reader went away: a pipeline saying it has read enough
+/// (`gpuctl tasks | head`). gpuctl then ends quietly, with success.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output is closed")]
+struct StdoutClosed;
+
+/// Writes `text` to standard output.
+fn emit(text: &str) -> anyhow::Result<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        other => Ok(other.context("cannot write to standard output")?),
+    }
+}
+
+/// Writes `value` to standard output as pretty JSON and a newline.
+fn emit_json(value: &impl Serialize) -> anyhow::Result<()> {
+    emit(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}

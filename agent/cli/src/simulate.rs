@@ -1,0 +1,320 @@
+//! `gpuctl simulate`: replay a trace through the scheduler core.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_core::metrics::Metrics;
+use gpu_agent_loader::{Plugin, Registry};
+use gpu_agent_sim::input::{self, trace::Trace};
+use gpu_agent_sim::{self as sim, schedule, Outcome, SchedulingTime};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::table::{metrics_table, Table};
+use crate::{emit, emit_json, plot};
+
+/// Traces at least this long get a progress bar (on a terminal).
+const PROGRESS_MIN_TASKS: usize = 10_000;
+
+/// Replay a workload trace on a described host under one or more policies and
+/// print the metrics (formats.md §4), one column per policy, with the wall time
+/// the scheduler took (the only figure that changes from run to run).
+///
+/// Each task runs exactly its modelled time. Policies are plugins, found next
+/// to this program unless --plugin-dir says otherwise.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:
+  gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
+  gpuctl simulate --host h.toml --trace t.csv --policy sa-greedy --param seed=7 --gantt schedule.svg
+  gpuctl simulate --host h.toml --trace t.csv --policy fifo --policy sos --param sos:alpha=0.6 \\
+      --markdown table.md --chart chart.svg")]
+pub struct Args {
+    /// Host description (TOML, formats.md §2).
+    #[arg(long, value_name = "FILE")]
+    host: PathBuf,
+    /// Workload trace (CSV, formats.md §1).
+    #[arg(long, value_name = "FILE")]
+    trace: PathBuf,
+    /// Policy to simulate; repeat to compare several.
+    #[arg(long = "policy", value_name = "NAME", required = true)]
+    policies: Vec<String>,
+    /// Policy parameter: KEY=VALUE goes to every selected policy that takes KEY,
+    /// POLICY:KEY=VALUE to that policy only.
+    #[arg(long = "param", value_name = "[POLICY:]KEY=VALUE", value_parser = parse_param)]
+    params: Vec<Param>,
+    /// DVFS application profiles (TOML, formats.md §6) for the trace's `app` column.
+    #[arg(long, value_name = "FILE")]
+    apps: Option<PathBuf>,
+    /// Write the schedule (CSV, formats.md §3) here; needs exactly one --policy.
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<PathBuf>,
+    /// Draw the schedule as a Gantt chart (SVG) here; needs exactly one --policy.
+    #[arg(long, value_name = "FILE.svg")]
+    gantt: Option<PathBuf>,
+    /// Draw the policies' metrics side by side (SVG) here.
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
+    /// Write the metrics table in markdown here.
+    #[arg(long, value_name = "FILE.md")]
+    markdown: Option<PathBuf>,
+    /// Replay each policy N times and report the median scheduling time (the
+    /// schedule is the first replay's; a policy that decides differently on a
+    /// later replay is named in a warning).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    repeat: u16,
+    /// Print the metrics as JSON: an object for one policy, an array for several;
+    /// each has a "scheduling" object (wall_s, decision_points).
+    #[arg(long)]
+    json: bool,
+    /// Load policy plugins from DIR.
+    #[arg(long, value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+}
+
+/// A `--param`: for one policy or for every policy that takes the key.
+#[derive(Clone, Debug, PartialEq)]
+struct Param {
+    policy: Option<String>,
+    key: String,
+    value: String,
+}
+
+fn parse_param(s: &str) -> Result<Param, String> {
+    let bad = || format!("expected KEY=VALUE or POLICY:KEY=VALUE, got {s:?}");
+    let (name, value) = s.split_once('=').ok_or_else(bad)?;
+    let (policy, key) = match name.split_once(':') {
+        Some((policy, key)) => (Some(policy.trim().to_string()), key.trim()),
+        None => (None, name.trim()),
+    };
+    if key.is_empty() || policy.as_ref().is_some_and(|p| p.is_empty()) {
+        return Err(bad());
+    }
+    Ok(Param {
+        policy,
+        key: key.to_string(),
+        value: value.trim().to_string(),
+    })
+}
+
+/// One policy's metrics with its scheduling time, as `--json` prints them.
+#[derive(Serialize)]
+struct Report<'a> {
+    #[serde(flatten)]
+    metrics: &'a Metrics,
+    scheduling: SchedulingTime,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    for (flag, given) in [
+        ("--schedule", args.schedule.is_some()),
+        ("--gantt", args.gantt.is_some()),
+    ] {
+        if given && args.policies.len() != 1 {
+            bail!(
+                "{flag} needs exactly one --policy (got {})",
+                args.policies.len()
+            );
+        }
+    }
+    let host = input::host::load(&args.host)?;
+    let apps = match &args.apps {
+        Some(path) => input::apps::load(path)?,
+        None => AppLibrary::default(),
+    };
+    let trace = Trace::load(&args.trace, &host, &apps)?;
+    for w in &trace.warnings {
+        log::warn!("{w}");
+    }
+
+    let dir = match args.plugin_dir {
+        Some(dir) => dir,
+        None => {
+            gpu_agent_loader::default_dir().context("cannot locate the running gpuctl binary")?
+        }
+    };
+    let registry = Registry::load_dir(&dir)?;
+    for failure in &registry.failures {
+        log::warn!("skipping plugin {failure}");
+    }
+    let plugins: Vec<&Plugin> = args
+        .policies
+        .iter()
+        .map(|name| registry.find(name))
+        .collect::<Result<_, _>>()?;
+    check_params(&args.params, &plugins)?;
+    // Build every policy before running any, so that a bad parameter stops everything.
+    let mut policies = Vec::new();
+    for plugin in &plugins {
+        let params: Vec<_> = args
+            .params
+            .iter()
+            .filter(|p| {
+                p.policy.as_ref().is_none_or(|name| name == plugin.name())
+                    && plugin.parameter_names().any(|k| k == p.key)
+            })
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect();
+        let first = plugin.instantiate(&params)?;
+        policies.push((plugin, params, Some(first)));
+    }
+
+    let mut outcomes = Vec::new();
+    for (plugin, params, mut first) in policies {
+        let repeat = usize::from(args.repeat);
+        let bar = progress_bar(trace.tasks.len() * repeat, plugin.name());
+        let mut runs: Vec<Outcome> = Vec::new();
+        for run in 0..repeat {
+            let done = trace.tasks.len() * run;
+            let policy = match first.take() {
+                Some(policy) => policy,
+                None => plugin.instantiate(&params)?,
+            };
+            let outcome = sim::simulate(&host, &trace, policy, |n| {
+                if n % 1024 == 0 {
+                    bar.set_position((done + n) as u64);
+                }
+            })?;
+            if runs.first().is_some_and(|first| {
+                first.metrics != outcome.metrics || first.schedule != outcome.schedule
+            }) {
+                log::warn!(
+                    "{}: replay {} gave a different schedule than the first",
+                    plugin.name(),
+                    run + 1
+                );
+            }
+            runs.push(outcome);
+        }
+        bar.finish_and_clear();
+        outcomes.push(median_run(runs));
+    }
+
+    if let Some(path) = &args.schedule {
+        schedule::write_file(&outcomes[0].schedule, path)
+            .with_context(|| format!("cannot write schedule {}", path.display()))?;
+    }
+    if let Some(path) = &args.gantt {
+        let deadlines: HashMap<&str, f64> = trace
+            .tasks
+            .iter()
+            .map(|t| (t.spec.id.as_str(), t.spec.deadline))
+            .collect();
+        let outcome = &outcomes[0];
+        plot::gantt(path, &outcome.metrics, &host, &outcome.schedule, &deadlines)?;
+    }
+    let metrics: Vec<&Metrics> = outcomes.iter().map(|o| &o.metrics).collect();
+    if let Some(path) = &args.chart {
+        let title = format!(
+            "{} tasks from {} on {}",
+            trace.tasks.len(),
+            file_name(&args.trace),
+            file_name(&args.host)
+        );
+        plot::comparison(path, &title, &metrics)?;
+    }
+    let table = table(&outcomes);
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, table.render_markdown())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        let reports: Vec<Report> = outcomes
+            .iter()
+            .map(|o| Report {
+                metrics: &o.metrics,
+                scheduling: o.scheduling,
+            })
+            .collect();
+        match reports.as_slice() {
+            [one] => emit_json(one),
+            many => emit_json(&many),
+        }
+    } else {
+        emit(&table.render())
+    }
+}
+
+/// The first replay, with the median scheduling time of all of them.
+fn median_run(mut runs: Vec<Outcome>) -> Outcome {
+    let mut walls: Vec<f64> = runs.iter().map(|o| o.scheduling.wall_s).collect();
+    walls.sort_by(f64::total_cmp);
+    let median = walls[walls.len() / 2];
+    let mut first = runs.swap_remove(0);
+    first.scheduling.wall_s = median;
+    first
+}
+
+/// Refuses a `--param` that no selected policy (or not the one it names) takes.
+fn check_params(params: &[Param], plugins: &[&Plugin]) -> Result<()> {
+    for p in params {
+        match &p.policy {
+            None => {
+                if !plugins
+                    .iter()
+                    .any(|pl| pl.parameter_names().any(|k| k == p.key))
+                {
+                    bail!("--param {}: none of the selected policies takes it", p.key);
+                }
+            }
+            Some(name) => {
+                let Some(plugin) = plugins.iter().find(|pl| pl.name() == name) else {
+                    bail!(
+                        "--param {name}:{}: {name} is not a selected --policy",
+                        p.key
+                    );
+                };
+                if !plugin.parameter_names().any(|k| k == p.key) {
+                    let takes: Vec<_> = plugin.parameter_names().collect();
+                    bail!(
+                        "--param {name}:{}: {name} takes {}",
+                        p.key,
+                        if takes.is_empty() {
+                            "no parameters".to_string()
+                        } else {
+                            takes.join(", ")
+                        }
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The metrics table with the scheduling time below it.
+fn table(outcomes: &[Outcome]) -> Table {
+    let metrics: Vec<&Metrics> = outcomes.iter().map(|o| &o.metrics).collect();
+    let mut table = metrics_table(&metrics);
+    let mut wall = vec!["sched_ms".to_string()];
+    let mut rate = vec!["decisions/s".to_string()];
+    for o in outcomes {
+        wall.push(format!("{:.3}", o.scheduling.wall_s * 1e3));
+        rate.push(format!("{:.0}", o.scheduling.decisions_per_s()));
+    }
+    table.row(wall);
+    table.row(rate);
+    table
+}
+
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+fn progress_bar(len: usize, policy: &str) -> ProgressBar {
+    if len < PROGRESS_MIN_TASKS || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64).with_message(policy.to_string());
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} tasks ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}

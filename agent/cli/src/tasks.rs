@@ -1,0 +1,465 @@
+//! `gpuctl tasks`, `task`, `cancel` and `watch`: the daemon's tasks.
+
+use std::collections::HashMap;
+
+use anyhow::{anyhow, Context, Result};
+use futures_util::StreamExt;
+use gpu_agent_dbus::{Dict, TaskInfo, TaskStatus};
+use nix::unistd::{Uid, User};
+use serde::Serialize;
+
+use crate::client::{block_on, BusArgs, Client};
+use crate::clock::Clock;
+use crate::table::{Align, Table};
+use crate::units;
+use crate::{emit, emit_json};
+
+/// List the daemon's tasks, oldest first.
+///
+/// Times are local: the time of day for today, the date otherwise.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl tasks\n  gpuctl tasks --state running --json")]
+pub struct ListArgs {
+    /// Only tasks in this state: queued, assigned, running, succeeded, failed,
+    /// cancelled, lost or rejected.
+    #[arg(long, value_name = "STATE", value_parser = TaskStatus::parse)]
+    state: Option<TaskStatus>,
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print a JSON array of task objects.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Show one task in full: state, times, devices and what was submitted.
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  gpuctl task t42")]
+pub struct ShowArgs {
+    /// The task's id (as `gpuctl submit` printed it).
+    id: String,
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print the task as a JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Cancel a queued or running task (a running one's processes are killed).
+#[derive(clap::Args)]
+#[command(after_help = "Example:\n  gpuctl cancel t42")]
+pub struct CancelArgs {
+    /// The task's id.
+    id: String,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Follow task changes live: one line per change, `TIME ID STATE`, until
+/// Ctrl-C.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  gpuctl watch\n  gpuctl watch --json | jq .")]
+pub struct WatchArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// Print one JSON object per line: {"time": unix seconds, "id": ..., "state": ...}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Reads the daemon's task dictionary.
+fn task(dict: &Dict) -> Result<TaskInfo> {
+    TaskInfo::from_dict(dict).map_err(|e| anyhow!("the daemon sent a bad task: {e}"))
+}
+
+/// Prints the tasks.
+pub fn list(args: ListArgs) -> Result<()> {
+    let state = args.state.map_or("", TaskStatus::as_str);
+    let tasks = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client.call(client.agent.list_tasks(state)).await
+    })?;
+    let tasks = tasks.iter().map(task).collect::<Result<Vec<_>>>()?;
+    if args.json {
+        emit_json(&tasks)?;
+    } else {
+        let mut names = HashMap::new();
+        let owner = |uid| names.entry(uid).or_insert_with(|| user_name(uid)).clone();
+        emit(&tasks_table(&tasks, &Clock::system(), owner))?;
+    }
+    Ok(())
+}
+
+/// Prints one task.
+pub fn show(args: ShowArgs) -> Result<()> {
+    let dict = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client.call(client.agent.get_task(&args.id)).await
+    })?;
+    let task = task(&dict)?;
+    if args.json {
+        emit_json(&task)?;
+    } else {
+        emit(&task_text(&task, &Clock::system(), user_name))?;
+    }
+    Ok(())
+}
+
+/// Cancels one task.
+pub fn cancel(args: CancelArgs) -> Result<()> {
+    block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client.call(client.agent.cancel(&args.id)).await
+    })
+}
+
+/// Prints task changes as they come, until Ctrl-C (or a closed pipe).
+pub fn watch(args: WatchArgs) -> Result<()> {
+    block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        // Subscribe first, then check the daemon is there: no change is missed.
+        let mut changes = client.call(client.agent.receive_task_changed()).await?;
+        client.call(client.agent.version()).await?;
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        loop {
+            let change = tokio::select! {
+                _ = &mut ctrl_c => return Ok(()),
+                change = changes.next() => change.context("the bus connection closed")?,
+            };
+            let change = change
+                .args()
+                .map_err(|e| anyhow!("the daemon sent a bad TaskChanged signal: {e}"))?;
+            let clock = Clock::system();
+            let line = if args.json {
+                serde_json::to_string(&Change {
+                    time: clock.now,
+                    id: change.id,
+                    state: change.state,
+                })?
+            } else {
+                format!("{} {} {}", clock.short(clock.now), change.id, change.state)
+            };
+            emit(&format!("{line}\n"))?;
+        }
+    })
+}
+
+/// One line of `gpuctl watch --json`.
+#[derive(Serialize)]
+struct Change<'a> {
+    /// When gpuctl saw the change, unix seconds.
+    time: f64,
+    /// The task.
+    id: &'a str,
+    /// Its new state.
+    state: &'a str,
+}
+
+/// The login name of `uid`, or the number when it has none.
+fn user_name(uid: u32) -> String {
+    match User::from_uid(Uid::from_raw(uid)) {
+        Ok(Some(user)) => user.name,
+        _ => uid.to_string(),
+    }
+}
+
+/// `-` for an empty text.
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text.into()
+    }
+}
+
+/// The tasks as a table, one row each; `owner` names a uid.
+fn tasks_table(tasks: &[TaskInfo], clock: &Clock, mut owner: impl FnMut(u32) -> String) -> String {
+    use Align::{Left, Right};
+    let mut table = Table::with_header(&[
+        ("ID", Left),
+        ("NAME", Left),
+        ("STATE", Left),
+        ("OWNER", Left),
+        ("DEVICES", Left),
+        ("SUBMITTED", Left),
+        ("STARTED", Left),
+        ("FINISHED", Left),
+        ("EXIT", Right),
+        ("ENERGY", Right),
+    ]);
+    let time = |t: Option<f64>| t.map_or_else(|| "-".into(), |t| clock.short(t));
+    for t in tasks {
+        let devices: Vec<String> = t.devices.iter().map(u32::to_string).collect();
+        table.row(vec![
+            t.id.clone(),
+            or_dash(&t.spec.name),
+            t.state.to_string(),
+            owner(t.owner_uid),
+            or_dash(&devices.join(",")),
+            time(Some(t.submitted)),
+            time(t.started),
+            time(t.finished),
+            t.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
+            t.energy_j.map_or_else(|| "-".into(), units::energy),
+        ]);
+    }
+    table.render()
+}
+
+/// A command line as a shell would read it back.
+fn shell_line(argv: &[String]) -> String {
+    let word = |w: &String| {
+        let plain = !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+        if plain {
+            w.clone()
+        } else {
+            format!("'{}'", w.replace('\'', r"'\''"))
+        }
+    };
+    argv.iter().map(word).collect::<Vec<_>>().join(" ")
+}
+
+/// Every field of one task, one per line; `owner` names a uid.
+fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> String {
+    let s = &t.spec;
+    let mut rows: Vec<(&str, String)> = vec![
+        ("id", t.id.clone()),
+        ("name", or_dash(&s.name)),
+        ("state", t.state.to_string()),
+        ("reason", t.reason.clone().unwrap_or_else(|| "-".into())),
+        (
+            "owner",
+            format!("{} (uid {})", owner(t.owner_uid), t.owner_uid),
+        ),
+        (
+            "devices",
+            or_dash(
+                &t.devices
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        ),
+        ("submitted", clock.long(t.submitted)),
+    ];
+    let started = t.started.map_or_else(
+        || "-".into(),
+        |at| {
+            format!(
+                "{}, queued {}",
+                clock.long(at),
+                units::duration(at - t.submitted)
+            )
+        },
+    );
+    rows.push(("started", started));
+    let finished = match (t.finished, t.started) {
+        (None, _) => "-".into(),
+        (Some(at), Some(start)) => {
+            format!("{}, ran {}", clock.long(at), units::duration(at - start))
+        }
+        (Some(at), None) => clock.long(at),
+    };
+    rows.push(("finished", finished));
+    rows.push((
+        "exit code",
+        t.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
+    ));
+    rows.push((
+        "energy",
+        t.energy_j.map_or_else(|| "-".into(), units::energy),
+    ));
+    let due = t.submitted + s.deadline;
+    let verdict = match t.finished {
+        Some(end) if t.state == TaskStatus::Succeeded && end <= due => ", met".to_string(),
+        Some(end) if t.state == TaskStatus::Succeeded => {
+            format!(", missed by {}", units::duration(end - due))
+        }
+        _ => String::new(),
+    };
+    rows.extend([
+        ("workload", format!("{} work units", s.workload)),
+        ("memory", format!("{} GB per device", s.mem_gb)),
+        (
+            "deadline",
+            format!(
+                "{} after submission: {}{verdict}",
+                units::duration(s.deadline),
+                clock.long(due)
+            ),
+        ),
+        ("weight", s.weight.to_string()),
+        (
+            "gpus",
+            if s.gpus_alt.is_empty() {
+                s.gpus.to_string()
+            } else {
+                let alt: Vec<String> = s.gpus_alt.iter().map(u32::to_string).collect();
+                format!("{} (or {})", s.gpus, alt.join(", "))
+            },
+        ),
+        ("app", s.app.clone()),
+    ]);
+    let runtimes: Vec<String> = s
+        .runtimes
+        .iter()
+        .enumerate()
+        .map(|(device, r)| format!("{device}: {}", units::duration(*r)))
+        .collect();
+    rows.push((
+        "runtimes",
+        if runtimes.is_empty() {
+            "- (workload / speed)".into()
+        } else {
+            runtimes.join(", ")
+        },
+    ));
+    rows.push((
+        "command",
+        if s.command.is_empty() {
+            "- (simulated)".into()
+        } else {
+            shell_line(&s.command)
+        },
+    ));
+    let env: Vec<String> = s
+        .env
+        .iter()
+        .map(|(k, v)| shell_line(&[format!("{k}={v}")]))
+        .collect();
+    rows.push(("env", or_dash(&env.join(" "))));
+    rows.push(("requeue", if s.requeue { "yes" } else { "no" }.into()));
+    let mut table = Table::new(&[Align::Left, Align::Left]);
+    for (key, value) in rows {
+        table.row(vec![key.to_string(), value]);
+    }
+    table.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_dbus::SubmitSpec;
+    use std::collections::BTreeMap;
+
+    /// 2024-03-14 09:26:53 UTC.
+    const T: f64 = 1_710_408_413.0;
+
+    fn clock() -> Clock {
+        Clock {
+            now: T + 300.0,
+            utc_offset: |_| 0,
+        }
+    }
+
+    fn done() -> TaskInfo {
+        TaskInfo {
+            id: "t42".into(),
+            state: TaskStatus::Succeeded,
+            owner_uid: 1000,
+            devices: vec![0, 1],
+            submitted: T,
+            started: Some(T + 1.5),
+            finished: Some(T + 121.5),
+            exit_code: Some(0),
+            energy_j: Some(12_346.0),
+            reason: None,
+            spec: SubmitSpec {
+                workload: 12.5,
+                mem_gb: 30.0,
+                deadline: 600.0,
+                weight: 2.0,
+                gpus: 2,
+                gpus_alt: vec![1],
+                app: "nbody".into(),
+                runtimes: vec![10.0, f64::INFINITY],
+                command: vec!["/bin/sh".into(), "-c".into(), "echo 'hi' $X".into()],
+                env: BTreeMap::from([("A".into(), "b c".into()), ("X".into(), "1".into())]),
+                name: "train".into(),
+                requeue: true,
+            },
+        }
+    }
+
+    fn queued() -> TaskInfo {
+        TaskInfo {
+            id: "t7".into(),
+            state: TaskStatus::Queued,
+            owner_uid: 0,
+            devices: vec![],
+            submitted: T - 86_400.0,
+            started: None,
+            finished: None,
+            exit_code: None,
+            energy_j: None,
+            reason: None,
+            spec: SubmitSpec::new(1.0, 0.0, 90.0, 1.0),
+        }
+    }
+
+    fn name(uid: u32) -> String {
+        match uid {
+            0 => "root".into(),
+            _ => "alice".into(),
+        }
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_task() {
+        assert_eq!(
+            tasks_table(&[queued(), done()], &clock(), name),
+            "ID   NAME   STATE      OWNER  DEVICES  SUBMITTED   STARTED   FINISHED  EXIT    ENERGY\n\
+             t7   -      queued     root   -        2024-03-13  -         -            -         -\n\
+             t42  train  succeeded  alice  0,1      09:26:53    09:26:54  09:28:54     0  12.35 kJ\n"
+        );
+    }
+
+    #[test]
+    fn a_task_shows_every_field() {
+        assert_eq!(
+            task_text(&done(), &clock(), name),
+            "id         t42\n\
+             name       train\n\
+             state      succeeded\n\
+             reason     -\n\
+             owner      alice (uid 1000)\n\
+             devices    0, 1\n\
+             submitted  2024-03-14 09:26:53 (5m ago)\n\
+             started    2024-03-14 09:26:54 (4m59s ago), queued 1.5s\n\
+             finished   2024-03-14 09:28:54 (2m59s ago), ran 2m\n\
+             exit code  0\n\
+             energy     12.35 kJ\n\
+             workload   12.5 work units\n\
+             memory     30 GB per device\n\
+             deadline   10m after submission: 2024-03-14 09:36:53 (in 5m), met\n\
+             weight     2\n\
+             gpus       2 (or 1)\n\
+             app        nbody\n\
+             runtimes   0: 10s, 1: inf\n\
+             command    /bin/sh -c 'echo '\\''hi'\\'' $X'\n\
+             env        'A=b c' X=1\n\
+             requeue    yes\n"
+        );
+    }
+
+    #[test]
+    fn a_queued_task_shows_dashes() {
+        let text = task_text(&queued(), &clock(), name);
+        for line in [
+            "owner      root (uid 0)\n",
+            "devices    -\n",
+            "started    -\n",
+            "finished   -\n",
+            "exit code  -\n",
+            "deadline   1m30s after submission: 2024-03-13 09:28:23 (1d ago)\n",
+            "runtimes   - (workload / speed)\n",
+            "command    - (simulated)\n",
+            "env        -\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The sans-IO heart of gpu-agent: the scheduler core and everything it
+//! consumes or computes.
+//!
+//! Nothing here reads a file or a clock, spawns a process, logs or talks to a
+//! bus: the simulator and the daemon drive it and carry out its actions.
+//!
+//! - [`scheduler`]: the core ([`Core`]): queues, dispatch, checking decisions;
+//! - [`task`]: a task as the core takes it, and its value rules;
+//! - [`host`]: a host's devices;
+//! - [`catalogue`] and [`mig`]: GPU models with clock tables and power limits,
+//!   and NVIDIA's MIG profile tables;
+//! - [`apps`]: DVFS application profiles and the power model;
+//! - [`metrics`]: the metrics of a run (formats.md §4);
+//! - [`policy`]: a running policy object, and the built-in FIFO fallback.
+
+pub mod apps;
+pub mod catalogue;
+pub mod host;
+pub mod metrics;
+pub mod mig;
+pub mod policy;
+pub mod scheduler;
+pub mod task;
+
+pub use scheduler::{Action, Core, Input};
+pub use task::TaskSpec;

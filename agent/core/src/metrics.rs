@@ -1,0 +1,182 @@
+//! Schedule metrics (formats.md §4).
+
+use serde::Serialize;
+
+use crate::host::DeviceSpec;
+
+/// A task no device could ever hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rejection {
+    /// Task id.
+    pub id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The metrics of one simulated run, in formats.md §4's key order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Policy name.
+    pub policy: String,
+    /// Tasks in the trace, rejected ones included.
+    pub tasks: usize,
+    /// Rejected tasks, in the order they were rejected.
+    pub rejected: Vec<Rejection>,
+    /// Total weighted tardiness, sum w_i max(0, c_i - d_i).
+    pub twt: f64,
+    /// Total weighted completion time, sum w_i (c_i - a_i).
+    pub twct: f64,
+    /// Average completion time, (1/n) sum (c_i - a_i).
+    pub act: f64,
+    /// Deadline misses, count of c_i > d_i.
+    pub dmc: usize,
+    /// Deadline miss ratio, dmc / n.
+    pub dmr: f64,
+    /// sum p_i * devices_i / (m * (max c_i - min a_i)).
+    pub utilization: f64,
+    /// max c_i.
+    pub makespan: f64,
+    /// GPU energy over [min a_i, max c_i], idle included (J).
+    pub energy_j: f64,
+}
+
+/// One scheduled task, as the metrics need it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Completed {
+    /// a_i.
+    pub arrival: f64,
+    /// d_i.
+    pub deadline: f64,
+    /// w_i.
+    pub weight: f64,
+    /// Start time.
+    pub start: f64,
+    /// c_i.
+    pub end: f64,
+    /// Devices it used.
+    pub devices: usize,
+}
+
+/// GPU energy over the span `to - from` (J): `busy_j` measured or modelled
+/// while tasks ran, plus each device's catalogue idle power over the rest of
+/// the span (`busy_s[i]`: seconds device `i` was busy).
+pub fn energy_with_idle(
+    devices: &[DeviceSpec],
+    busy_s: &[f64],
+    busy_j: f64,
+    from: f64,
+    to: f64,
+) -> f64 {
+    let idle_j: f64 = devices
+        .iter()
+        .zip(busy_s)
+        .map(|(d, busy)| d.model.idle_w * ((to - from) - busy).max(0.0))
+        .sum();
+    busy_j + idle_j
+}
+
+impl Metrics {
+    /// Metrics of `done` on `m` devices; `energy` is called with the span
+    /// (min a_i, max c_i) and returns the energy over it.
+    pub fn compute(
+        policy: &str,
+        tasks: usize,
+        rejected: Vec<Rejection>,
+        done: &[Completed],
+        m: usize,
+        energy: impl FnOnce(f64, f64) -> f64,
+    ) -> Metrics {
+        let n = done.len();
+        let mut metrics = Metrics {
+            policy: policy.into(),
+            tasks,
+            rejected,
+            twt: 0.0,
+            twct: 0.0,
+            act: 0.0,
+            dmc: 0,
+            dmr: 0.0,
+            utilization: 0.0,
+            makespan: 0.0,
+            energy_j: 0.0,
+        };
+        if n == 0 {
+            return metrics;
+        }
+        let mut busy = 0.0;
+        let mut first_arrival = f64::INFINITY;
+        for t in done {
+            metrics.twt += t.weight * (t.end - t.deadline).max(0.0);
+            metrics.twct += t.weight * (t.end - t.arrival);
+            metrics.act += t.end - t.arrival;
+            metrics.dmc += usize::from(t.end > t.deadline);
+            metrics.makespan = metrics.makespan.max(t.end);
+            busy += (t.end - t.start) * t.devices as f64;
+            first_arrival = first_arrival.min(t.arrival);
+        }
+        metrics.act /= n as f64;
+        metrics.dmr = metrics.dmc as f64 / n as f64;
+        let span = metrics.makespan - first_arrival;
+        if span > 0.0 {
+            metrics.utilization = busy / (m as f64 * span);
+        }
+        metrics.energy_j = energy(first_arrival, metrics.makespan);
+        metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formulas_on_a_hand_computed_example() {
+        // Three devices. t1: a=0, start 0, end 4, d=3, w=2 (late by 1).
+        // t2: a=1, start 1, end 3, d=5, w=1, gang of 2.
+        let done = [
+            Completed {
+                arrival: 0.0,
+                deadline: 3.0,
+                weight: 2.0,
+                start: 0.0,
+                end: 4.0,
+                devices: 1,
+            },
+            Completed {
+                arrival: 1.0,
+                deadline: 5.0,
+                weight: 1.0,
+                start: 1.0,
+                end: 3.0,
+                devices: 2,
+            },
+        ];
+        let m = Metrics::compute("p", 3, vec![], &done, 3, |a, c| (c - a) * 10.0);
+        assert_eq!(m.twt, 2.0); // 2 * 1
+        assert_eq!(m.twct, 10.0); // 2*4 + 1*2
+        assert_eq!(m.act, 3.0); // (4 + 2) / 2
+        assert_eq!((m.dmc, m.dmr), (1, 0.5));
+        assert_eq!(m.makespan, 4.0);
+        assert_eq!(m.utilization, 8.0 / 12.0); // (4*1 + 2*2) / (3 * 4)
+        assert_eq!(m.energy_j, 40.0);
+    }
+
+    #[test]
+    fn no_scheduled_task_gives_zeros() {
+        let m = Metrics::compute(
+            "p",
+            1,
+            vec![Rejection {
+                id: "x".into(),
+                reason: "r".into(),
+            }],
+            &[],
+            2,
+            |_, _| 1.0,
+        );
+        assert_eq!(
+            (m.twt, m.act, m.dmr, m.utilization, m.energy_j),
+            (0.0, 0.0, 0.0, 0.0, 0.0)
+        );
+    }
+}

@@ -1,0 +1,497 @@
+//! The sans-IO scheduler core: events in, actions out.
+//!
+//! The core keeps the central pending queue, one local queue per device and the
+//! table of every task. It never reads a clock, spawns a process or touches a
+//! GPU: its driver (the simulator or the daemon) tells it the time with each
+//! input and carries out the [`Action`]s it returns. Given the same inputs it
+//! returns the same actions.
+//!
+//! Rules it enforces whatever the policy says:
+//! - a device runs one task at a time and is never pre-empted;
+//! - a gang task starts on all its devices together, when it is at the head of
+//!   every one of their local queues and all of them are idle;
+//! - a task no device set could ever hold is rejected before the policy sees it;
+//! - every decision is checked before it applies; a policy that errs, panics,
+//!   decides something invalid or strands tasks is reported with
+//!   [`Action::PolicyFault`] and replaced by the built-in FIFO order, which is
+//!   offered every pending task. Applied decisions stay applied, so no task is
+//!   lost or placed twice.
+
+mod decide;
+mod projection;
+
+use gpu_agent_plugin_api::{
+    abi_stable::{
+        nonexhaustive_enum::NonExhaustive,
+        std_types::{RSlice, RStr},
+    },
+    Clocks, Device, Event, Task, TaskKey, TaskState, View,
+};
+
+use crate::host::DeviceSpec;
+use crate::policy::{builtin_fifo, PolicyInstance};
+use crate::task::TaskSpec;
+
+/// What the driver must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Start `task` now on `devices` at `clocks`; it is expected to run `runtime` s.
+    Start {
+        /// The task.
+        task: TaskKey,
+        /// Its devices (all start together).
+        devices: Vec<u32>,
+        /// Normalised clocks to set before it starts and reset after.
+        clocks: Clocks,
+        /// Expected run time at those clocks, seconds.
+        runtime: f64,
+    },
+    /// `task` is refused.
+    Reject {
+        /// The task.
+        task: TaskKey,
+        /// Why.
+        reason: String,
+    },
+    /// Deliver [`Input::Timer`] at `time`.
+    WakeAt {
+        /// Absolute time, seconds.
+        time: f64,
+    },
+    /// The policy failed; the core now runs the built-in FIFO order.
+    PolicyFault {
+        /// The failed policy's name.
+        policy: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// What happened, as the driver tells the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A task left its devices.
+    Finished {
+        /// The task.
+        task: TaskKey,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+    /// A wake-up asked for with [`Action::WakeAt`] is due.
+    Timer,
+    /// The driver has nothing left to deliver (no running task, no timer) while
+    /// tasks remain pending: the policy stranded them.
+    Stalled,
+}
+
+/// Where a queued or running task goes and how long it takes there.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Placement {
+    pub devices: Vec<u32>,
+    pub clocks: Clocks,
+    pub runtime: f64,
+}
+
+/// A device and its local queue.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub spec: DeviceSpec,
+    pub running: Option<TaskKey>,
+    /// Expected end of the running task.
+    pub running_until: f64,
+    /// Local queue; `queue[head..]` is live.
+    pub queue: Vec<TaskKey>,
+    pub head: usize,
+    /// When the device is expected to be free of its queue (valid unless the
+    /// core's projection is stale).
+    pub projected_free: f64,
+    /// Marked for a dispatch check.
+    pub touched: bool,
+}
+
+impl Slot {
+    pub fn live_queue(&self) -> &[TaskKey] {
+        &self.queue[self.head..]
+    }
+}
+
+/// The scheduler core. See the module documentation.
+pub struct Core {
+    slots: Vec<Slot>,
+    tasks: Vec<Task>,
+    placements: Vec<Option<Placement>>,
+    pending: Vec<TaskKey>,
+    policy: PolicyInstance,
+    /// True once the core runs the built-in fallback.
+    fallen_back: bool,
+    now: f64,
+    projection_stale: bool,
+    touched: Vec<u32>,
+    unfinished: usize,
+}
+
+impl Core {
+    /// A core over `devices` (indexed 0..) run by `policy`.
+    pub fn new(devices: Vec<DeviceSpec>, policy: PolicyInstance) -> Core {
+        let slots = devices
+            .into_iter()
+            .map(|spec| Slot {
+                spec,
+                running: None,
+                running_until: 0.0,
+                queue: Vec::new(),
+                head: 0,
+                projected_free: 0.0,
+                touched: false,
+            })
+            .collect();
+        Core {
+            slots,
+            tasks: Vec::new(),
+            placements: Vec::new(),
+            pending: Vec::new(),
+            policy,
+            fallen_back: false,
+            now: 0.0,
+            projection_stale: false,
+            touched: Vec::new(),
+            unfinished: 0,
+        }
+    }
+
+    /// The active policy's name.
+    pub fn policy_name(&self) -> &str {
+        &self.policy.name
+    }
+
+    /// The task with `key`.
+    pub fn task(&self, key: TaskKey) -> &Task {
+        &self.tasks[key as usize]
+    }
+
+    /// Tasks not yet finished, rejected or cancelled.
+    pub fn unfinished(&self) -> usize {
+        self.unfinished
+    }
+
+    /// Tasks in the central pending queue.
+    pub fn pending(&self) -> &[TaskKey] {
+        &self.pending
+    }
+
+    /// Why no set of this host's devices could ever hold `spec`, if none could:
+    /// the reason [`Core::submit`] would reject it with.
+    pub fn refusal(&self, spec: &TaskSpec) -> Option<String> {
+        self.unschedulable(&task_of(0, spec.clone()))
+    }
+
+    /// Accepts a task at `now`; returns its key and what to do.
+    pub fn submit(&mut self, now: f64, spec: TaskSpec) -> (TaskKey, Vec<Action>) {
+        self.advance(now);
+        let key = self.tasks.len() as TaskKey;
+        self.tasks.push(task_of(key, spec));
+        self.placements.push(None);
+        let mut actions = Vec::new();
+        if let Some(reason) = self.unschedulable(&self.tasks[key as usize]) {
+            self.tasks[key as usize].state = TaskState::Rejected;
+            actions.push(Action::Reject { task: key, reason });
+            return (key, actions);
+        }
+        self.unfinished += 1;
+        self.pending.push(key);
+        self.consult(Event::Arrived { task: key }, &mut actions);
+        self.dispatch(&mut actions);
+        (key, actions)
+    }
+
+    /// Feeds one input at `now`; returns what to do.
+    pub fn handle(&mut self, now: f64, input: Input) -> Vec<Action> {
+        self.advance(now);
+        let mut actions = Vec::new();
+        match input {
+            Input::Finished { task, ok } => {
+                self.finish(task);
+                self.consult(Event::Finished { task, ok }, &mut actions);
+            }
+            Input::Timer => self.consult(Event::Timer, &mut actions),
+            Input::Stalled => {
+                // The fallback never strands a placeable task; if tasks are
+                // still pending under it, the driver reports them.
+                if !self.pending.is_empty() && !self.fallen_back {
+                    let reason = format!(
+                        "left {} task(s) pending with nothing running and no wake-up asked for",
+                        self.pending.len()
+                    );
+                    self.fall_back(reason, &mut actions);
+                }
+            }
+        }
+        self.dispatch(&mut actions);
+        actions
+    }
+
+    /// Withdraws a task that has not started: from the pending queue, or from
+    /// its devices' local queues. The policy hears of it as
+    /// [`Event::Finished`] with `ok: false`.
+    pub fn cancel(&mut self, now: f64, key: TaskKey) -> Result<Vec<Action>, String> {
+        self.advance(now);
+        let task = self
+            .tasks
+            .get(key as usize)
+            .ok_or_else(|| format!("no task key {key}"))?;
+        match task.state {
+            TaskState::Pending => self.take_pending(key),
+            TaskState::Queued => {
+                let placement = self.placements[key as usize]
+                    .take()
+                    .expect("queued task has a placement");
+                for &d in &placement.devices {
+                    let slot = &mut self.slots[d as usize];
+                    let at = slot.head
+                        + slot
+                            .live_queue()
+                            .iter()
+                            .position(|&k| k == key)
+                            .expect("queued task is in its devices' queues");
+                    slot.queue.remove(at);
+                    self.touch(d);
+                }
+                self.projection_stale = true;
+            }
+            state => return Err(format!("task {} is {state:?}, not waiting", task.id)),
+        }
+        self.tasks[key as usize].state = TaskState::Done;
+        self.unfinished -= 1;
+        let mut actions = Vec::new();
+        self.consult(
+            Event::Finished {
+                task: key,
+                ok: false,
+            },
+            &mut actions,
+        );
+        self.dispatch(&mut actions);
+        Ok(actions)
+    }
+
+    /// Replaces the policy; the new one is offered every pending task.
+    pub fn set_policy(&mut self, now: f64, policy: PolicyInstance) -> Vec<Action> {
+        self.advance(now);
+        let mut actions = Vec::new();
+        self.install(policy, false, &mut actions);
+        self.dispatch(&mut actions);
+        actions
+    }
+
+    /// Makes `policy` the active one and offers it every pending task.
+    fn install(&mut self, policy: PolicyInstance, fallback: bool, actions: &mut Vec<Action>) {
+        self.policy = policy;
+        self.fallen_back = fallback;
+        self.consult(Event::Activated, actions);
+    }
+
+    fn advance(&mut self, now: f64) {
+        debug_assert!(now >= self.now, "time went backwards: {now} < {}", self.now);
+        self.now = self.now.max(now);
+    }
+
+    /// Why no set of devices could ever hold `task`, if none could.
+    fn unschedulable(&self, task: &Task) -> Option<String> {
+        let need = task.gpus as usize;
+        if need > self.slots.len() {
+            return Some(format!(
+                "needs {need} GPUs at once; the host has {}",
+                self.slots.len()
+            ));
+        }
+        let largest = self
+            .slots
+            .iter()
+            .map(|s| s.spec.memory_gb)
+            .fold(0.0, f64::max);
+        if task.mem_gb > largest {
+            return Some(format!(
+                "needs {} GB; the largest device has {largest} GB",
+                task.mem_gb
+            ));
+        }
+        let fitting = self
+            .slots
+            .iter()
+            .filter(|s| task.fits(&slot_view(s, self.now)))
+            .count();
+        if fitting < need {
+            return Some(format!(
+                "needs {need} GPU(s) with {} GB each and a finite run time; only {fitting} qualify",
+                task.mem_gb
+            ));
+        }
+        None
+    }
+
+    /// Frees the devices of a task that left them.
+    fn finish(&mut self, key: TaskKey) {
+        let Some(placement) = self.placements[key as usize].take() else {
+            panic!("finished task {key} was never placed");
+        };
+        for &d in &placement.devices {
+            let slot = &mut self.slots[d as usize];
+            assert_eq!(
+                slot.running,
+                Some(key),
+                "task {key} finished on device {d} where it was not running"
+            );
+            slot.running = None;
+            // A task that ends earlier or later than expected moves its device's queue.
+            if (slot.running_until - self.now).abs() > 1e-9 * self.now.abs().max(1.0) {
+                self.projection_stale = true;
+            }
+            self.touch(d);
+        }
+        self.tasks[key as usize].state = TaskState::Done;
+        self.unfinished -= 1;
+    }
+
+    fn touch(&mut self, device: u32) {
+        let slot = &mut self.slots[device as usize];
+        if !slot.touched {
+            slot.touched = true;
+            self.touched.push(device);
+        }
+    }
+
+    /// Asks the policy about `event` and applies its decisions.
+    fn consult(&mut self, event: Event, actions: &mut Vec<Action>) {
+        if self.projection_stale {
+            projection::recompute(&mut self.slots, &self.placements, self.now);
+            self.projection_stale = false;
+        }
+        let devices: Vec<Device<'_>> = self.slots.iter().map(|s| slot_view(s, self.now)).collect();
+        let view = View {
+            now: self.now,
+            tasks: RSlice::from_slice(&self.tasks),
+            pending: RSlice::from_slice(&self.pending),
+            devices: RSlice::from_slice(&devices),
+        };
+        let answer = self
+            .policy
+            .policy
+            .on_event(&view, &NonExhaustive::new(event));
+        drop(devices);
+        let outcome = answer
+            .into_result()
+            .map_err(|e| e.into_string())
+            .and_then(|decisions| {
+                decisions
+                    .into_iter()
+                    .try_for_each(|d| self.apply(d, actions))
+            });
+        if let Err(reason) = outcome {
+            self.fall_back(reason, actions);
+        }
+    }
+
+    /// Reports the policy's fault and hands every pending task to built-in FIFO.
+    fn fall_back(&mut self, reason: String, actions: &mut Vec<Action>) {
+        assert!(
+            !self.fallen_back,
+            "the built-in FIFO order failed: {reason}"
+        );
+        actions.push(Action::PolicyFault {
+            policy: self.policy.name.clone(),
+            reason,
+        });
+        self.install(builtin_fifo(), true, actions);
+    }
+
+    /// Starts every queue head whose devices are all idle and agree on it, in
+    /// device order.
+    fn dispatch(&mut self, actions: &mut Vec<Action>) {
+        self.touched.sort_unstable_by(|a, b| b.cmp(a));
+        while let Some(d) = self.touched.pop() {
+            self.slots[d as usize].touched = false;
+            let slot = &self.slots[d as usize];
+            let Some(&key) = slot.live_queue().first() else {
+                continue;
+            };
+            if slot.running.is_some() {
+                continue;
+            }
+            let placement = self.placements[key as usize]
+                .as_ref()
+                .expect("queued task has a placement");
+            let ready = placement.devices.iter().all(|&g| {
+                let s = &self.slots[g as usize];
+                s.running.is_none() && s.live_queue().first() == Some(&key)
+            });
+            if !ready {
+                continue;
+            }
+            let devices = placement.devices.clone();
+            for &g in &devices {
+                let slot = &mut self.slots[g as usize];
+                slot.head += 1;
+                if slot.head > 64 && slot.head * 2 > slot.queue.len() {
+                    slot.queue.drain(..slot.head);
+                    slot.head = 0;
+                }
+            }
+            self.start(key, actions);
+        }
+    }
+
+    /// Starts `key` on the devices of its (already recorded) placement.
+    fn start(&mut self, key: TaskKey, actions: &mut Vec<Action>) {
+        let placement = self.placements[key as usize]
+            .as_ref()
+            .expect("started task has a placement");
+        for &g in &placement.devices {
+            let slot = &mut self.slots[g as usize];
+            slot.running = Some(key);
+            slot.running_until = self.now + placement.runtime;
+        }
+        self.tasks[key as usize].state = TaskState::Running;
+        actions.push(Action::Start {
+            task: key,
+            devices: placement.devices.clone(),
+            clocks: placement.clocks,
+            runtime: placement.runtime,
+        });
+    }
+}
+
+/// A pending task with `key` made of `spec`.
+fn task_of(key: TaskKey, spec: TaskSpec) -> Task {
+    Task {
+        key,
+        id: spec.id.into(),
+        arrival: spec.arrival,
+        workload: spec.workload,
+        mem_gb: spec.mem_gb,
+        deadline: spec.deadline,
+        weight: spec.weight,
+        gpus: spec.gpus,
+        alt_gpus: spec.alt_gpus.into(),
+        runtimes: spec.runtimes.into(),
+        app: spec.app,
+        state: TaskState::Pending,
+    }
+}
+
+/// The policies' view of one device at `now`.
+pub(crate) fn slot_view(s: &Slot, now: f64) -> Device<'_> {
+    Device {
+        index: s.spec.index,
+        model: RStr::from_str(s.spec.model.name),
+        memory_gb: s.spec.memory_gb,
+        speed: s.spec.speed,
+        cost_per_hour: s.spec.cost_per_hour,
+        online: true,
+        running: s.running.into(),
+        queue: RSlice::from_slice(s.live_queue()),
+        available_at: s.projected_free.max(now),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,462 @@
+//! The core's own rules, driven by scripted in-process policies.
+
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::ROption, guard, Clocks, Decision, Event, PolicyImpl, TaskKey, View,
+};
+
+use super::{Action, Core, Input, TaskSpec};
+use crate::apps::AppLibrary;
+use crate::catalogue;
+use crate::host::Host;
+use crate::policy::PolicyInstance;
+
+/// A policy made of a closure.
+struct Scripted<F>(F);
+
+impl<F> PolicyImpl for Scripted<F>
+where
+    F: FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
+{
+    fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
+        (self.0)(view, event)
+    }
+}
+
+fn core(
+    devices: u32,
+    f: impl FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
+) -> Core {
+    let t4 = catalogue::lookup("T4").unwrap();
+    Core::new(
+        Host::of_models((0..devices).map(|_| t4)).devices,
+        PolicyInstance {
+            name: "scripted".into(),
+            policy: guard(Scripted(f)),
+        },
+    )
+}
+
+fn spec(id: &str, arrival: f64, workload: f64) -> TaskSpec {
+    TaskSpec {
+        id: id.into(),
+        arrival,
+        workload,
+        mem_gb: 1.0,
+        deadline: 100.0,
+        weight: 1.0,
+        gpus: 1,
+        alt_gpus: Vec::new(),
+        runtimes: Vec::new(),
+        app: AppLibrary::default().get("default").unwrap().clone(),
+    }
+}
+
+fn assign(
+    task: TaskKey,
+    devices: &[u32],
+    position: Option<u32>,
+    clocks: Option<Clocks>,
+) -> Decision {
+    Decision::Assign {
+        task,
+        devices: devices.to_vec().into(),
+        position: position.into(),
+        clocks: clocks.into(),
+    }
+}
+
+fn starts(actions: &[Action]) -> Vec<(TaskKey, Vec<u32>, f64)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start {
+                task,
+                devices,
+                runtime,
+                ..
+            } => Some((*task, devices.clone(), *runtime)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fault(actions: &[Action]) -> Option<&str> {
+    actions.iter().find_map(|a| match a {
+        Action::PolicyFault { reason, .. } => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
+#[test]
+fn an_invalid_decision_falls_back_to_fifo_without_losing_the_task() {
+    let mut core = core(2, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[7], None, None))
+            .collect())
+    });
+    let (key, actions) = core.submit(0.0, spec("a", 0.0, 3.0));
+    assert_eq!(
+        fault(&actions),
+        Some("placed task a on device 7, which does not exist")
+    );
+    assert_eq!(starts(&actions), vec![(key, vec![0], 3.0)]);
+    assert_eq!(core.policy_name(), "fifo (built-in fallback)");
+    // The fallback keeps serving later tasks.
+    let (b, actions) = core.submit(1.0, spec("b", 1.0, 2.0));
+    assert_eq!(starts(&actions), vec![(b, vec![1], 2.0)]);
+}
+
+#[test]
+fn decisions_before_the_invalid_one_stay_applied() {
+    // Queue a on device 0, then place a again: the second is invalid.
+    let mut core = core(2, |view, _| {
+        let k = view.pending[0];
+        Ok(vec![
+            assign(k, &[0], None, None),
+            assign(k, &[1], None, None),
+        ])
+    });
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 3.0));
+    assert_eq!(
+        fault(&actions),
+        Some("decided about task a, which is Queued, not pending")
+    );
+    assert_eq!(starts(&actions), vec![(0, vec![0], 3.0)]);
+}
+
+#[test]
+fn position_inserts_into_a_local_queue() {
+    // Every task goes to the head of device 0's queue: LIFO behind the running one.
+    let mut core = core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], Some(0), None))
+            .collect())
+    });
+    core.submit(0.0, spec("a", 0.0, 10.0));
+    core.submit(1.0, spec("b", 1.0, 1.0));
+    core.submit(2.0, spec("c", 2.0, 1.0));
+    let actions = core.handle(10.0, Input::Finished { task: 0, ok: true });
+    assert_eq!(starts(&actions), vec![(2, vec![0], 1.0)]);
+    let actions = core.handle(11.0, Input::Finished { task: 2, ok: true });
+    assert_eq!(starts(&actions), vec![(1, vec![0], 1.0)]);
+}
+
+#[test]
+fn start_needs_an_idle_device_with_an_empty_queue() {
+    let mut core = core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| Decision::Start {
+                task: k,
+                devices: vec![0].into(),
+                clocks: ROption::RNone,
+            })
+            .collect())
+    });
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 5.0));
+    assert_eq!(starts(&actions), vec![(0, vec![0], 5.0)]);
+    let (_, actions) = core.submit(1.0, spec("b", 1.0, 5.0));
+    assert_eq!(
+        fault(&actions),
+        Some("started task b on device 0, which is not idle with an empty queue")
+    );
+    // FIFO queues b behind a instead.
+    assert!(starts(&actions).is_empty());
+    assert_eq!(
+        starts(&core.handle(5.0, Input::Finished { task: 0, ok: true })),
+        vec![(1, vec![0], 5.0)]
+    );
+}
+
+#[test]
+fn gang_tasks_cannot_take_a_queue_position() {
+    let mut core = core(2, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0, 1], Some(0), None))
+            .collect())
+    });
+    let (_, actions) = core.submit(
+        0.0,
+        TaskSpec {
+            gpus: 2,
+            ..spec("g", 0.0, 1.0)
+        },
+    );
+    assert_eq!(
+        fault(&actions),
+        Some("assigned gang task g at position 0: gang tasks join the end of their queues")
+    );
+    assert_eq!(starts(&actions), vec![(0, vec![0, 1], 1.0)]);
+}
+
+#[test]
+fn alternative_device_counts_divide_the_work() {
+    // b needs 2 devices, or 1 or 3, and takes 4 s on 2: on 1 device it takes 8 s.
+    // c offers 2 or 3; placing it on 1 device is refused.
+    let mut core = core(2, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| match view.task(k).id.as_str() {
+                "b" => assign(k, &[1], None, None),
+                _ => assign(k, &[0], None, None),
+            })
+            .collect())
+    });
+    let (b, actions) = core.submit(
+        0.0,
+        TaskSpec {
+            gpus: 2,
+            alt_gpus: vec![1, 3],
+            ..spec("b", 0.0, 4.0)
+        },
+    );
+    assert_eq!(starts(&actions), vec![(b, vec![1], 8.0)]);
+    let (_, actions) = core.submit(
+        0.0,
+        TaskSpec {
+            gpus: 2,
+            alt_gpus: vec![3],
+            ..spec("c", 0.0, 4.0)
+        },
+    );
+    assert_eq!(
+        fault(&actions),
+        Some("placed task c on 1 device(s); it needs 2 (or 3)")
+    );
+}
+
+#[test]
+fn clocks_scale_the_run_time_and_are_checked() {
+    // default app: t = t_default * (0.5/fc + 0.5/fm); T4 core range is 300..1590 MHz.
+    let slow = Clocks {
+        core: 0.5,
+        mem: 1.0,
+    };
+    let mut core = core(1, move |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, Some(slow)))
+            .collect())
+    });
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 4.0));
+    assert_eq!(starts(&actions), vec![(0, vec![0], 6.0)]);
+    assert!(matches!(&actions[0], Action::Start { clocks, .. } if *clocks == slow));
+
+    let mut core2 = self::core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| {
+                assign(
+                    k,
+                    &[0],
+                    None,
+                    Some(Clocks {
+                        core: 1.5,
+                        mem: 1.0,
+                    }),
+                )
+            })
+            .collect())
+    });
+    let (_, actions) = core2.submit(0.0, spec("a", 0.0, 4.0));
+    assert!(fault(&actions).unwrap().starts_with(
+        "asked for clocks core 1.5 mem 1 on device 0 (T4), outside core 0.189..1.000"
+    ));
+}
+
+#[test]
+fn a_policy_may_wait_for_a_timer() {
+    // Hold everything until t = 5, then queue it all on device 0.
+    let mut core = core(1, |view, event| match event {
+        Event::Timer => Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, None))
+            .collect()),
+        Event::Arrived { .. } => Ok(vec![Decision::WakeAt { time: 5.0 }]),
+        _ => Ok(vec![]),
+    });
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
+    assert_eq!(actions, vec![Action::WakeAt { time: 5.0 }]);
+    assert_eq!(
+        starts(&core.handle(5.0, Input::Timer)),
+        vec![(0, vec![0], 1.0)]
+    );
+}
+
+#[test]
+fn stranded_tasks_are_handed_to_fifo() {
+    let mut core = core(1, |_, _| Ok(vec![]));
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
+    assert!(actions.is_empty());
+    let actions = core.handle(0.0, Input::Stalled);
+    assert_eq!(
+        fault(&actions),
+        Some("left 1 task(s) pending with nothing running and no wake-up asked for")
+    );
+    assert_eq!(starts(&actions), vec![(0, vec![0], 1.0)]);
+}
+
+#[test]
+fn mig_layout_requests_are_refused_until_the_agent_manages_mig() {
+    let mut core = core(1, |_, _| {
+        Ok(vec![Decision::MigLayout {
+            gpu: 0,
+            layout: "3g.20gb,3g.20gb".into(),
+        }])
+    });
+    let (_, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
+    assert_eq!(
+        fault(&actions),
+        Some("asked for MIG layout \"3g.20gb,3g.20gb\" on GPU 0: this agent does not manage MIG layouts yet")
+    );
+    assert_eq!(starts(&actions).len(), 1);
+}
+
+#[test]
+fn tasks_no_device_could_hold_are_rejected_before_the_policy_sees_them() {
+    let mut core = core(2, |_, _| panic!("the policy must not be asked"));
+    let cases = [
+        (
+            TaskSpec {
+                mem_gb: 20.0,
+                ..spec("big", 0.0, 1.0)
+            },
+            "needs 20 GB; the largest device has 16 GB",
+        ),
+        (
+            TaskSpec {
+                gpus: 3,
+                ..spec("wide", 0.0, 1.0)
+            },
+            "needs 3 GPUs at once; the host has 2",
+        ),
+        (
+            TaskSpec {
+                gpus: 2,
+                runtimes: vec![1.0, f64::INFINITY],
+                ..spec("half", 0.0, 1.0)
+            },
+            "needs 2 GPU(s) with 1 GB each and a finite run time; only 1 qualify",
+        ),
+    ];
+    for (task, reason) in cases {
+        let (key, actions) = core.submit(0.0, task);
+        assert_eq!(
+            actions,
+            vec![Action::Reject {
+                task: key,
+                reason: reason.into()
+            }]
+        );
+    }
+    assert_eq!(core.unfinished(), 0);
+}
+
+#[test]
+fn availability_follows_tasks_that_end_early_or_late() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut core = core(1, move |view, _| {
+        log.lock().unwrap().push(view.devices[0].available_at);
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, None))
+            .collect())
+    });
+    core.submit(0.0, spec("a", 0.0, 10.0)); // sees 0
+    core.submit(1.0, spec("b", 1.0, 5.0)); // sees 10 (a's expected end)
+    core.handle(4.0, Input::Finished { task: 0, ok: true }); // a ends early; b starts at 4 → sees 9
+    core.submit(5.0, spec("c", 5.0, 1.0)); // sees 9
+    assert_eq!(*seen.lock().unwrap(), vec![0.0, 10.0, 9.0, 9.0]);
+}
+
+#[test]
+fn switching_policy_offers_the_new_one_every_pending_task() {
+    let mut core = core(2, |_, _| Ok(vec![]));
+    core.submit(0.0, spec("a", 0.0, 1.0));
+    core.submit(0.0, spec("b", 0.0, 1.0));
+    assert_eq!(core.pending().len(), 2);
+    let fifo = crate::policy::builtin_fifo();
+    let actions = core.set_policy(
+        1.0,
+        PolicyInstance {
+            name: "fifo".into(),
+            policy: fifo.policy,
+        },
+    );
+    assert_eq!(starts(&actions), vec![(0, vec![0], 1.0), (1, vec![1], 1.0)]);
+    assert!(core.pending().is_empty());
+    assert_eq!(core.policy_name(), "fifo");
+}
+
+#[test]
+fn refusal_tells_the_submit_rejection_without_recording_a_task() {
+    let core = core(2, |_, _| panic!("the policy must not be asked"));
+    let big = TaskSpec {
+        mem_gb: 20.0,
+        ..spec("big", 0.0, 1.0)
+    };
+    assert_eq!(
+        core.refusal(&big).as_deref(),
+        Some("needs 20 GB; the largest device has 16 GB")
+    );
+    assert_eq!(core.refusal(&spec("ok", 0.0, 1.0)), None);
+    assert_eq!(core.unfinished(), 0);
+}
+
+#[test]
+fn cancelling_a_waiting_task_frees_its_queue_place() {
+    use std::sync::{Arc, Mutex};
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = events.clone();
+    // Queues every task on device 0, except "p" which it leaves pending.
+    let mut core = core(1, move |view, event| {
+        log.lock().unwrap().push(format!("{event:?}"));
+        Ok(view
+            .pending
+            .iter()
+            .filter(|&&k| view.tasks[k as usize].id.as_str() != "p")
+            .map(|&k| assign(k, &[0], None, None))
+            .collect())
+    });
+    core.submit(0.0, spec("a", 0.0, 10.0)); // starts
+    core.submit(0.0, spec("b", 0.0, 5.0)); // queued behind a
+    core.submit(0.0, spec("c", 0.0, 1.0)); // queued behind b
+    core.submit(0.0, spec("p", 0.0, 1.0)); // pending
+    assert_eq!(core.cancel(1.0, 1).unwrap(), vec![]);
+    assert_eq!(core.cancel(1.0, 3).unwrap(), vec![]);
+    assert_eq!(core.pending(), &[] as &[TaskKey]);
+    assert_eq!(
+        core.cancel(1.0, 0).unwrap_err(),
+        "task a is Running, not waiting"
+    );
+    assert_eq!(
+        core.cancel(1.0, 1).unwrap_err(),
+        "task b is Done, not waiting"
+    );
+    // a ends: c, not the cancelled b, starts next.
+    let actions = core.handle(10.0, Input::Finished { task: 0, ok: true });
+    assert_eq!(starts(&actions), vec![(2, vec![0], 1.0)]);
+    assert_eq!(core.unfinished(), 1);
+    let events = events.lock().unwrap();
+    assert_eq!(
+        events[4..6],
+        [
+            "Finished { task: 1, ok: false }".to_string(),
+            "Finished { task: 3, ok: false }".to_string()
+        ]
+    );
+}

@@ -1,0 +1,407 @@
+//! The daemon's configuration file (`/etc/gpu-agent/agent.toml`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use gpu_agent_sim::input::{line_of, parse_toml, read_text, InputError};
+
+/// Where the daemon reads its configuration unless told otherwise.
+pub const DEFAULT_CONFIG: &str = "/etc/gpu-agent/agent.toml";
+/// Where the daemon keeps its state unless told otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/gpu-agent";
+
+/// Which bus the daemon serves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bus {
+    /// The system bus (production).
+    System,
+    /// The session bus of the user running the daemon.
+    Session,
+}
+
+/// The configuration, every key optional.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The policy at first start (later starts keep the last `SetPolicy`).
+    pub policy: Option<String>,
+    /// Where policy plugins are loaded from.
+    pub plugin_dir: Option<PathBuf>,
+    /// Where the state database and task logs live.
+    pub state_dir: PathBuf,
+    /// A host file: run on mock GPUs instead of NVML.
+    pub mock: Option<PathBuf>,
+    /// The bus to serve on.
+    pub bus: Bus,
+    /// Simulated tasks run this many times faster than modelled.
+    pub time_scale: f64,
+    /// DVFS application profiles (formats.md §6).
+    pub apps: Option<PathBuf>,
+    /// Whether task processes keep running when the daemon stops.
+    pub keep_tasks_on_stop: bool,
+    /// Seconds between SIGTERM and SIGKILL when a task is cancelled.
+    pub cancel_grace_s: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policy: None,
+            plugin_dir: None,
+            state_dir: DEFAULT_STATE_DIR.into(),
+            mock: None,
+            bus: Bus::System,
+            time_scale: 1.0,
+            apps: None,
+            keep_tasks_on_stop: false,
+            cancel_grace_s: 10.0,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    policy: Option<String>,
+    plugin_dir: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    mock: Option<PathBuf>,
+    bus: Option<Bus>,
+    time_scale: Option<Spanned<f64>>,
+    apps: Option<PathBuf>,
+    keep_tasks_on_stop: Option<bool>,
+    cancel_grace_s: Option<Spanned<f64>>,
+}
+
+/// Settings given on `gpu-agentd`'s command line; they override the file's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `--mock`.
+    pub mock: Option<PathBuf>,
+    /// `--session`.
+    pub session: bool,
+    /// `--time-scale`.
+    pub time_scale: Option<f64>,
+    /// `--state-dir`.
+    pub state_dir: Option<PathBuf>,
+    /// `--plugin-dir`.
+    pub plugin_dir: Option<PathBuf>,
+}
+
+impl Overrides {
+    /// `config` with these settings in place of its own.
+    pub fn apply(&self, mut config: Config) -> Config {
+        if let Some(mock) = &self.mock {
+            config.mock = Some(mock.clone());
+        }
+        if self.session {
+            config.bus = Bus::Session;
+        }
+        if let Some(x) = self.time_scale {
+            config.time_scale = x;
+        }
+        if let Some(dir) = &self.state_dir {
+            config.state_dir = dir.clone();
+        }
+        if let Some(dir) = &self.plugin_dir {
+            config.plugin_dir = Some(dir.clone());
+        }
+        config
+    }
+}
+
+/// Where the daemon's settings come from: read at start, and again by `Reload`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    /// `--config`; without it, [`DEFAULT_CONFIG`] when that file exists.
+    pub file: Option<PathBuf>,
+    /// The command line's settings.
+    pub overrides: Overrides,
+    /// Where plugins are loaded from when neither the command line nor the
+    /// file says.
+    pub default_plugin_dir: PathBuf,
+}
+
+impl Source {
+    /// The file to read: `--config`, else [`DEFAULT_CONFIG`] if it exists.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.file.clone().or_else(|| {
+            let default = Path::new(DEFAULT_CONFIG);
+            default.exists().then(|| default.to_path_buf())
+        })
+    }
+
+    /// Reads the settings: the file (defaults without one), then the command
+    /// line over it. Returns them and the plugin directory they name.
+    pub fn read(&self) -> Result<(Config, PathBuf), InputError> {
+        let file = match self.path() {
+            Some(path) => Config::load(&path)?,
+            None => Config::default(),
+        };
+        let config = self.overrides.apply(file);
+        let plugin_dir = config
+            .plugin_dir
+            .clone()
+            .unwrap_or_else(|| self.default_plugin_dir.clone());
+        Ok((config, plugin_dir))
+    }
+}
+
+impl Config {
+    /// The keys a running daemon only reads at start: a change to them takes
+    /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop` and
+    /// `cancel_grace_s` take effect at `Reload`.)
+    pub const START_ONLY_KEYS: [&'static str; 6] =
+        ["policy", "state_dir", "mock", "bus", "time_scale", "apps"];
+
+    /// The keys of [`Config::START_ONLY_KEYS`] whose values differ in `other`.
+    pub fn start_only_changes(&self, other: &Config) -> Vec<&'static str> {
+        let differs = [
+            self.policy != other.policy,
+            self.state_dir != other.state_dir,
+            self.mock != other.mock,
+            self.bus != other.bus,
+            self.time_scale != other.time_scale,
+            self.apps != other.apps,
+        ];
+        Config::START_ONLY_KEYS
+            .into_iter()
+            .zip(differs)
+            .filter_map(|(key, differs)| differs.then_some(key))
+            .collect()
+    }
+
+    /// Reads `path`; relative paths in it are taken from its directory.
+    pub fn load(path: &Path) -> Result<Config, InputError> {
+        Config::parse(path, &read_text(path)?)
+    }
+
+    /// Parses a configuration; `path` names it in errors and anchors relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, InputError> {
+        let raw: RawConfig = parse_toml(path, text)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let anchor = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let number = |v: Spanned<f64>, key: &str, zero_ok: bool| {
+            let x = *v.get_ref();
+            if x.is_finite() && (x > 0.0 || zero_ok && x == 0.0) {
+                Ok(x)
+            } else {
+                Err(InputError::at(
+                    path,
+                    Some(line_of(text, v.span().start)),
+                    Some(key.into()),
+                    format!(
+                        "expected a number {} 0, got {x}",
+                        if zero_ok { ">=" } else { ">" }
+                    ),
+                ))
+            }
+        };
+        let d = Config::default();
+        Ok(Config {
+            policy: raw.policy,
+            plugin_dir: raw.plugin_dir.map(anchor),
+            state_dir: raw.state_dir.map_or(d.state_dir, anchor),
+            mock: raw.mock.map(anchor),
+            bus: raw.bus.unwrap_or(d.bus),
+            time_scale: raw
+                .time_scale
+                .map(|v| number(v, "time_scale", false))
+                .transpose()?
+                .unwrap_or(d.time_scale),
+            apps: raw.apps.map(anchor),
+            keep_tasks_on_stop: raw.keep_tasks_on_stop.unwrap_or(d.keep_tasks_on_stop),
+            cancel_grace_s: raw
+                .cancel_grace_s
+                .map(|v| number(v, "cancel_grace_s", true))
+                .transpose()?
+                .unwrap_or(d.cancel_grace_s),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_reads_and_relative_paths_anchor_at_the_file() {
+        let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
+                    mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
+                    keep_tasks_on_stop = true\ncancel_grace_s = 0\n";
+        let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                policy: Some("greedy-eft".into()),
+                plugin_dir: Some("/etc/gpu-agent/plugins".into()),
+                state_dir: "/srv/state".into(),
+                mock: Some("/etc/gpu-agent/host.toml".into()),
+                bus: Bus::Session,
+                time_scale: 50.0,
+                apps: Some("/etc/apps.toml".into()),
+                keep_tasks_on_stop: true,
+                cancel_grace_s: 0.0,
+            }
+        );
+        assert_eq!(
+            Config::parse(Path::new("a.toml"), "").unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn the_command_line_overrides_the_file() {
+        let file = Config {
+            policy: Some("fifo".into()),
+            plugin_dir: Some("/etc/plugins".into()),
+            time_scale: 2.0,
+            ..Config::default()
+        };
+        let overrides = Overrides {
+            mock: Some("host.toml".into()),
+            session: true,
+            time_scale: Some(50.0),
+            state_dir: Some("/tmp/state".into()),
+            plugin_dir: Some("/opt/plugins".into()),
+        };
+        assert_eq!(
+            overrides.apply(file.clone()),
+            Config {
+                policy: Some("fifo".into()),
+                plugin_dir: Some("/opt/plugins".into()),
+                state_dir: "/tmp/state".into(),
+                mock: Some("host.toml".into()),
+                bus: Bus::Session,
+                time_scale: 50.0,
+                ..Config::default()
+            }
+        );
+        assert_eq!(Overrides::default().apply(file.clone()), file);
+    }
+
+    #[test]
+    fn a_source_reads_its_file_then_the_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.toml");
+        std::fs::write(&file, "cancel_grace_s = 3\nplugin_dir = \"plugins\"\n").unwrap();
+        let mut source = Source {
+            file: Some(file.clone()),
+            overrides: Overrides::default(),
+            default_plugin_dir: "/usr/lib/gpu-agent/plugins".into(),
+        };
+        let (config, plugins) = source.read().unwrap();
+        assert_eq!(config.cancel_grace_s, 3.0);
+        assert_eq!(plugins, dir.path().join("plugins"));
+        source.overrides.plugin_dir = Some("/opt/p".into());
+        assert_eq!(source.read().unwrap().1, Path::new("/opt/p"));
+        std::fs::write(&file, "plugin_dir = 3\n").unwrap();
+        let err = source.read().unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:1: ", file.display())), "{err}");
+    }
+
+    #[test]
+    fn start_only_changes_name_the_keys() {
+        let running = Config::default();
+        let changed = Config {
+            policy: Some("greedy-eft".into()),
+            time_scale: 2.0,
+            plugin_dir: Some("/elsewhere".into()),
+            cancel_grace_s: 1.0,
+            keep_tasks_on_stop: true,
+            ..Config::default()
+        };
+        assert_eq!(
+            running.start_only_changes(&changed),
+            vec!["policy", "time_scale"]
+        );
+        assert!(running.start_only_changes(&running).is_empty());
+        let every = Config {
+            policy: Some("p".into()),
+            state_dir: "/s".into(),
+            mock: Some("m".into()),
+            bus: Bus::Session,
+            time_scale: 3.0,
+            apps: Some("a".into()),
+            ..Config::default()
+        };
+        assert_eq!(running.start_only_changes(&every), Config::START_ONLY_KEYS);
+    }
+
+    /// The keys the parser knows, as its error for an unknown key lists them.
+    fn known_keys() -> Vec<String> {
+        let message = Config::parse(Path::new("a.toml"), "no_such_key = 1")
+            .unwrap_err()
+            .to_string();
+        let list = message
+            .split_once("expected one of ")
+            .expect("serde lists the fields")
+            .1;
+        list.split(", ")
+            .map(|k| k.trim().trim_matches('`').to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_packaged_agent_toml_is_the_defaults_and_documents_every_key() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/agent.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let packaged = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), &text).unwrap();
+        assert_eq!(packaged, Config::default());
+
+        // Every commented `# key = value` line, uncommented, is a valid setting.
+        let mut keys = Vec::new();
+        let mut examples = String::new();
+        for line in text.lines() {
+            let Some(setting) = line.strip_prefix("# ") else {
+                continue;
+            };
+            if let Some((key, _)) = setting.split_once(" = ") {
+                if key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                    keys.push(key.to_string());
+                    examples.push_str(setting);
+                    examples.push('\n');
+                }
+            }
+        }
+        let example = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), &examples)
+            .unwrap_or_else(|e| panic!("the commented examples: {e}"));
+        // The defaults it claims are the defaults.
+        let d = Config::default();
+        assert_eq!(example.state_dir, d.state_dir);
+        assert_eq!(example.bus, d.bus);
+        assert_eq!(example.time_scale, d.time_scale);
+        assert_eq!(example.keep_tasks_on_stop, d.keep_tasks_on_stop);
+        assert_eq!(example.cancel_grace_s, d.cancel_grace_s);
+        assert_eq!(
+            example.plugin_dir.as_deref(),
+            Some(Path::new("/usr/lib/gpu-agent/plugins"))
+        );
+        keys.sort();
+        let mut known = known_keys();
+        known.sort();
+        assert_eq!(keys, known, "every key, documented once");
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_named() {
+        let err = |text: &str| {
+            Config::parse(Path::new("agent.toml"), text)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("\ntime_scale = 0.0\n"),
+            "agent.toml:2: time_scale: expected a number > 0, got 0"
+        );
+        assert_eq!(
+            err("cancel_grace_s = -1.0"),
+            "agent.toml:1: cancel_grace_s: expected a number >= 0, got -1"
+        );
+        assert!(err("polcy = \"fifo\"")
+            .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
+        assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));
+    }
+}

@@ -1,0 +1,565 @@
+//! The engine: the daemon's one thread that owns the scheduler core, the
+//! state store, the timers and the running tasks.
+//!
+//! It drives the sans-IO core with real time (scaled by `--time-scale`) and
+//! works in rounds: it takes every request waiting on its channel, then
+//! 1. stores the round's new tasks in one transaction, and only then hands
+//!    them to the core (a refused write leaves nothing behind);
+//! 2. stores everything the round changed (task states, clock controls about
+//!    to be set, the policy) in a second transaction;
+//! 3. carries out the round's effects in order: replies, signals, process
+//!    launches, clock changes.
+//!
+//! So a task is on disk before `Submit` answers, and a task is recorded as
+//! running before its process starts.
+
+mod lifecycle;
+mod requests;
+mod time;
+
+use std::collections::{BinaryHeap, HashMap};
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use gpu_agent_plugin_api::TaskKey;
+use tokio::sync::{mpsc::UnboundedSender, oneshot};
+
+use super::config::{Config, Source};
+use super::exec::Exit;
+use super::store::{Op, Store, StoreError};
+use gpu_agent_backend::{mock::MockBackend, GpuBackend};
+use gpu_agent_core::metrics::Metrics;
+use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_core::{apps::AppLibrary, host::DeviceSpec};
+use gpu_agent_core::{Core, TaskSpec};
+use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
+use gpu_agent_loader::Registry;
+
+pub use time::Timebase;
+
+/// How a request is answered.
+pub type Reply<T> = oneshot::Sender<Result<T, AgentError>>;
+
+/// Who is calling, as the bus vouches for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// The caller's uid.
+    pub uid: u32,
+    /// Whether the caller may manage every task and the policy.
+    pub admin: bool,
+}
+
+/// What the engine is asked to do.
+pub enum Request {
+    /// Queue a task owned by `owner`.
+    Submit {
+        /// The submitter's uid.
+        owner: u32,
+        /// The task.
+        spec: SubmitSpec,
+        /// Answered with the new id once it is stored.
+        reply: Reply<String>,
+    },
+    /// Cancel a task.
+    Cancel {
+        /// Its id.
+        id: String,
+        /// Who asks.
+        caller: Caller,
+        /// Answered when the cancellation is stored (a running process is
+        /// signalled; its end is reported with `TaskChanged`).
+        reply: Reply<()>,
+    },
+    /// One task.
+    GetTask {
+        /// Its id.
+        id: String,
+        /// The task.
+        reply: Reply<TaskInfo>,
+    },
+    /// Tasks in a state (`None`: all), in submission order.
+    ListTasks {
+        /// The state.
+        state: Option<TaskStatus>,
+        /// The tasks.
+        reply: Reply<Vec<TaskInfo>>,
+    },
+    /// Loaded policies: (name, description).
+    ListPolicies {
+        /// The policies.
+        reply: Reply<Vec<(String, String)>>,
+    },
+    /// Switch policy.
+    SetPolicy {
+        /// The policy's name.
+        name: String,
+        /// Answered once the switch is stored.
+        reply: Reply<()>,
+    },
+    /// formats.md §4 metrics over the finished tasks.
+    Metrics {
+        /// The metrics.
+        reply: Reply<Metrics>,
+    },
+    /// Read the settings again and re-scan the plugin directory; the active
+    /// policy and every task are left as they are.
+    Reload {
+        /// Answered with the changed keys that wait for the next start.
+        reply: Reply<Vec<String>>,
+    },
+    /// A task's process ended (sent by the executor).
+    Exited {
+        /// The task.
+        key: TaskKey,
+        /// How it ended.
+        exit: Exit,
+    },
+    /// A task's process could not be started (sent by the engine to itself).
+    LaunchFailed {
+        /// The task.
+        key: TaskKey,
+        /// Why.
+        reason: String,
+    },
+    /// Stop: refuse new work, end or keep the running tasks as configured,
+    /// restore every control, and leave the loop.
+    Stop {
+        /// Answered when everything is stored.
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// What the engine tells the D-Bus side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// A task changed state.
+    TaskChanged {
+        /// Its id.
+        id: String,
+        /// The new state.
+        state: TaskStatus,
+    },
+    /// The task running on a device changed (`""`: none).
+    CurrentTask {
+        /// The device.
+        device: u32,
+        /// The task's id.
+        task: String,
+    },
+    /// The active policy changed.
+    Policy(String),
+}
+
+/// Everything the engine is built from.
+pub struct Setup {
+    /// The schedulable devices (index = backend GPU index).
+    pub devices: Vec<DeviceSpec>,
+    /// The backend.
+    pub backend: Arc<dyn GpuBackend>,
+    /// The same backend when it is the mock, to model simulated tasks' load.
+    pub mock: Option<Arc<MockBackend>>,
+    /// The state store.
+    pub store: Store,
+    /// Loaded plugins.
+    pub registry: Registry,
+    /// The policy to start with.
+    pub policy: PolicyInstance,
+    /// DVFS profiles tasks may name.
+    pub apps: AppLibrary,
+    /// The clock.
+    pub time: Timebase,
+    /// Task output files go here; `None`: to the journal.
+    pub log_dir: Option<PathBuf>,
+    /// The settings in force (`cancel_grace_s` and `keep_tasks_on_stop` are
+    /// read from here).
+    pub config: Config,
+    /// Where the settings come from, for `Reload`.
+    pub source: Source,
+    /// Where notices go.
+    pub notices: UnboundedSender<Notice>,
+    /// The runtime processes are awaited on.
+    pub rt: tokio::runtime::Handle,
+}
+
+/// A task the core is running.
+struct Running {
+    /// Its process (process group) id; `None` when simulated.
+    pid: Option<u32>,
+    /// Each device's energy counter at start, mJ.
+    energy_at_start: Vec<Option<u64>>,
+    /// Whether the daemon set its clocks.
+    clocks_set: bool,
+    /// Whether it was cancelled.
+    cancelled: bool,
+}
+
+/// A wake-up, in model time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Due {
+    at: f64,
+    what: Wake,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// A policy timer.
+    Timer,
+    /// A simulated task's modelled end.
+    End(TaskKey),
+}
+
+impl Eq for Due {}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Earliest first from a max-heap.
+        other.at.total_cmp(&self.at)
+    }
+}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Something to do once the round's changes are stored.
+enum Effect {
+    Reply(Box<dyn FnOnce() + Send>),
+    Notice(Notice),
+    Launch(TaskKey, f64),
+    /// End these task process groups (at stop), waiting up to the grace.
+    EndGroups(Vec<u32>),
+    SetClocks(u32, gpu_agent_plugin_api::Clocks),
+    ResetClocks(u32),
+}
+
+/// A new task waiting for its first write.
+struct Accepted {
+    info: TaskInfo,
+    spec: TaskSpec,
+    reply: Reply<String>,
+}
+
+/// What one round changed.
+#[derive(Default)]
+struct Round {
+    accepted: Vec<Accepted>,
+    ops: Vec<Op>,
+    effects: Vec<Effect>,
+}
+
+impl Round {
+    fn reply<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T, AgentError>) {
+        self.effects.push(Effect::Reply(Box::new(move || {
+            // The caller may have gone away; nothing to do then.
+            let _ = reply.send(result);
+        })));
+    }
+
+    fn notice(&mut self, notice: Notice) {
+        self.effects.push(Effect::Notice(notice));
+    }
+}
+
+/// The engine. See the module documentation.
+pub struct Engine {
+    core: Core,
+    store: Store,
+    registry: Registry,
+    devices: Vec<DeviceSpec>,
+    uuids: Vec<String>,
+    backend: Arc<dyn GpuBackend>,
+    mock: Option<Arc<MockBackend>>,
+    apps: AppLibrary,
+    time: Timebase,
+    log_dir: Option<PathBuf>,
+    /// The settings in force, and where they come from.
+    config: Config,
+    source: Source,
+    notices: UnboundedSender<Notice>,
+    rt: tokio::runtime::Handle,
+    /// Sends to this engine's own channel (for the executor).
+    inbox: mpsc::Sender<Request>,
+    /// Requests the engine sent itself, handled before waiting again.
+    deferred: Vec<Request>,
+    /// Every task, in submission order.
+    tasks: Vec<TaskInfo>,
+    by_id: HashMap<String, usize>,
+    /// Core key → index in `tasks`.
+    by_key: Vec<usize>,
+    /// Index in `tasks` → core key (tasks of this run and restored ones).
+    keys: Vec<Option<TaskKey>>,
+    /// Keys of tasks stored as queued that the policy has not placed yet.
+    unplaced: Vec<TaskKey>,
+    running: HashMap<TaskKey, Running>,
+    timers: BinaryHeap<Due>,
+    /// Changes whose write failed, retried with the next round.
+    unsaved: Vec<Op>,
+    stopping: bool,
+}
+
+impl Engine {
+    /// A channel to send an engine requests; requests wait in it until the
+    /// engine is started on it.
+    pub fn channel() -> (mpsc::Sender<Request>, mpsc::Receiver<Request>) {
+        mpsc::channel()
+    }
+
+    /// Builds the engine, restores the stored tasks and starts its thread,
+    /// serving the channel `(tx, rx)` made by [`Engine::channel`].
+    pub fn start(
+        setup: Setup,
+        (tx, rx): (mpsc::Sender<Request>, mpsc::Receiver<Request>),
+    ) -> Result<std::thread::JoinHandle<()>, StoreError> {
+        let uuids = setup
+            .devices
+            .iter()
+            .map(|d| {
+                setup
+                    .backend
+                    .device_info(d.index)
+                    .map(|i| i.uuid)
+                    .unwrap_or_else(|e| {
+                        log::warn!("device {}: no UUID: {e}", d.index);
+                        String::new()
+                    })
+            })
+            .collect();
+        let stored = setup.store.tasks()?;
+        let controls = setup.store.controls()?;
+        let processes = setup.store.processes()?;
+        let mut engine = Engine {
+            core: Core::new(setup.devices.clone(), setup.policy),
+            store: setup.store,
+            registry: setup.registry,
+            devices: setup.devices,
+            uuids,
+            backend: setup.backend,
+            mock: setup.mock,
+            apps: setup.apps,
+            time: setup.time,
+            log_dir: setup.log_dir,
+            config: setup.config,
+            source: setup.source,
+            notices: setup.notices,
+            rt: setup.rt,
+            inbox: tx,
+            deferred: Vec::new(),
+            tasks: Vec::new(),
+            by_id: HashMap::new(),
+            by_key: Vec::new(),
+            keys: Vec::new(),
+            unplaced: Vec::new(),
+            running: HashMap::new(),
+            timers: BinaryHeap::new(),
+            unsaved: Vec::new(),
+            stopping: false,
+        };
+        let round = engine.restore(stored, controls, processes)?;
+        let thread = std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || {
+                engine.flush(round);
+                engine.run(rx);
+            })
+            .expect("the engine thread starts");
+        Ok(thread)
+    }
+
+    /// Handles requests and timers until stopped (or every sender is gone).
+    fn run(mut self, rx: mpsc::Receiver<Request>) {
+        const MAX_ROUND: usize = 1024;
+        loop {
+            let mut round = Round::default();
+            let mut first = std::mem::take(&mut self.deferred);
+            if first.is_empty() {
+                let wait = self.timers.peek().map(|d| self.time.wall_until(d.at));
+                let got = match wait {
+                    Some(w) => rx
+                        .recv_timeout(w)
+                        .map_err(|e| e == mpsc::RecvTimeoutError::Disconnected),
+                    None => rx.recv().map_err(|_| true),
+                };
+                match got {
+                    Ok(request) => first.push(request),
+                    Err(true) => return,
+                    Err(false) => {}
+                }
+            }
+            for request in first {
+                self.handle(request, &mut round);
+            }
+            while round.effects.len() + round.accepted.len() < MAX_ROUND {
+                match rx.try_recv() {
+                    Ok(request) => self.handle(request, &mut round),
+                    Err(_) => break,
+                }
+            }
+            self.fire_timers(&mut round);
+            self.flush(round);
+            if self.stopping {
+                return;
+            }
+            self.unstick();
+        }
+    }
+
+    /// Delivers every wake-up that is due.
+    fn fire_timers(&mut self, round: &mut Round) {
+        let now = self.time.model_now();
+        let mut timer = false;
+        while self.timers.peek().is_some_and(|d| d.at <= now) {
+            match self.timers.pop().expect("peeked").what {
+                Wake::Timer => timer = true,
+                Wake::End(key) => {
+                    if self.running.get(&key).is_some_and(|r| r.pid.is_none()) {
+                        self.finish(key, Ok(()), round);
+                    }
+                }
+            }
+        }
+        if timer && !self.stopping {
+            let actions = self.core.handle(now, gpu_agent_core::Input::Timer);
+            self.apply(actions, round);
+        }
+    }
+
+    /// Tells the core it stranded tasks when nothing else will ever wake it.
+    fn unstick(&mut self) {
+        if self.running.is_empty() && self.timers.is_empty() && !self.core.pending().is_empty() {
+            let mut round = Round::default();
+            let actions = self
+                .core
+                .handle(self.time.model_now(), gpu_agent_core::Input::Stalled);
+            self.apply(actions, &mut round);
+            self.flush(round);
+        }
+    }
+
+    /// Stores the round's changes, then carries out its effects.
+    fn flush(&mut self, mut round: Round) {
+        let accepted = std::mem::take(&mut round.accepted);
+        if !accepted.is_empty() {
+            let ops: Vec<Op> = accepted.iter().map(|a| Op::put(a.info.clone())).collect();
+            if let Err(e) = self.store.commit(&ops) {
+                log::error!("cannot store {} new task(s): {e}", accepted.len());
+                for a in accepted {
+                    round.reply(
+                        a.reply,
+                        Err(AgentError::Failed(format!(
+                            "cannot store the task ({e}); nothing was queued"
+                        ))),
+                    );
+                }
+            } else {
+                let now = self.time.model_now();
+                for a in accepted {
+                    let id = a.info.id.clone();
+                    round.notice(Notice::TaskChanged {
+                        id: id.clone(),
+                        state: TaskStatus::Queued,
+                    });
+                    let key = self.admit(a.info);
+                    let (core_key, actions) = self.core.submit(now, a.spec);
+                    debug_assert_eq!(key, core_key, "engine and core number tasks alike");
+                    self.apply(actions, &mut round);
+                    round.reply(a.reply, Ok(id));
+                }
+            }
+        }
+        self.note_placements(&mut round);
+        let mut ops = std::mem::take(&mut self.unsaved);
+        ops.append(&mut round.ops);
+        if let Err(e) = self.store.commit(&ops) {
+            log::error!(
+                "cannot store {} change(s), retrying with the next round: {e}",
+                ops.len()
+            );
+            self.unsaved = ops;
+        }
+        for effect in round.effects {
+            self.carry_out(effect);
+        }
+        // Launches record their process groups: store them now, not whenever
+        // the next request comes.
+        if !self.unsaved.is_empty() {
+            let ops = std::mem::take(&mut self.unsaved);
+            if let Err(e) = self.store.commit(&ops) {
+                log::error!(
+                    "cannot store {} change(s), retrying with the next round: {e}",
+                    ops.len()
+                );
+                self.unsaved = ops;
+            }
+        }
+    }
+
+    /// SIGTERM-to-SIGKILL grace of a cancelled or stopped task.
+    fn cancel_grace(&self) -> Duration {
+        Duration::from_secs_f64(self.config.cancel_grace_s)
+    }
+
+    /// Adds a task to the table, without a core key.
+    fn record(&mut self, info: TaskInfo) -> usize {
+        let idx = self.tasks.len();
+        self.by_id.insert(info.id.clone(), idx);
+        self.tasks.push(info);
+        self.keys.push(None);
+        idx
+    }
+
+    /// Adds a stored task the core is about to be given; returns its key.
+    fn admit(&mut self, info: TaskInfo) -> TaskKey {
+        let idx = self.record(info);
+        self.bind(idx)
+    }
+
+    /// Gives task `idx` the next core key.
+    fn bind(&mut self, idx: usize) -> TaskKey {
+        let key = self.by_key.len() as TaskKey;
+        self.by_key.push(idx);
+        self.keys[idx] = Some(key);
+        self.unplaced.push(key);
+        key
+    }
+
+    /// The task with core key `key`.
+    fn task_mut(&mut self, key: TaskKey) -> &mut TaskInfo {
+        &mut self.tasks[self.by_key[key as usize]]
+    }
+
+    /// Signals `assigned` for tasks the policy placed in a local queue.
+    fn note_placements(&mut self, round: &mut Round) {
+        use gpu_agent_plugin_api::TaskState as Core;
+        let core = &self.core;
+        let mut placed = Vec::new();
+        self.unplaced.retain(|&key| match core.task(key).state {
+            Core::Pending => true,
+            Core::Queued => {
+                placed.push(key);
+                false
+            }
+            _ => false,
+        });
+        for key in placed {
+            let id = self.tasks[self.by_key[key as usize]].id.clone();
+            round.notice(Notice::TaskChanged {
+                id,
+                state: TaskStatus::Assigned,
+            });
+        }
+    }
+
+    /// The stored view of a task, with `assigned` for a queued task the
+    /// policy has placed.
+    fn view(&self, idx: usize) -> TaskInfo {
+        let mut info = self.tasks[idx].clone();
+        if info.state == TaskStatus::Queued
+            && self.keys[idx]
+                .is_some_and(|k| self.core.task(k).state == gpu_agent_plugin_api::TaskState::Queued)
+        {
+            info.state = TaskStatus::Assigned;
+        }
+        info
+    }
+}

@@ -1,0 +1,321 @@
+//! Answering requests.
+
+use super::{Accepted, Caller, Engine, Request, Round};
+use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection};
+use gpu_agent_core::TaskSpec;
+use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
+use gpu_agent_loader::Registry;
+
+impl Engine {
+    /// Handles one request as part of `round`.
+    pub(super) fn handle(&mut self, request: Request, round: &mut Round) {
+        match request {
+            Request::Submit { owner, spec, reply } => match self.accept(owner, spec) {
+                Ok(accepted) => round.accepted.push(Accepted { reply, ..accepted }),
+                Err(e) => round.reply(reply, Err(e)),
+            },
+            Request::Cancel { id, caller, reply } => {
+                let result = self.cancel(&id, caller, round);
+                round.reply(reply, result);
+            }
+            Request::GetTask { id, reply } => {
+                let result = self.index(&id).map(|idx| self.view(idx));
+                round.reply(reply, result);
+            }
+            Request::ListTasks { state, reply } => {
+                let tasks = (0..self.tasks.len())
+                    .map(|idx| self.view(idx))
+                    .filter(|t| state.is_none_or(|s| s == t.state))
+                    .collect();
+                round.reply(reply, Ok(tasks));
+            }
+            Request::ListPolicies { reply } => {
+                let policies = self
+                    .registry
+                    .plugins
+                    .iter()
+                    .map(|p| (p.name().to_string(), p.description().to_string()))
+                    .collect();
+                round.reply(reply, Ok(policies));
+            }
+            Request::SetPolicy { name, reply } => {
+                let result = self.set_policy(&name, round);
+                round.reply(reply, result);
+            }
+            Request::Metrics { reply } => round.reply(reply, Ok(self.metrics())),
+            Request::Reload { reply } => {
+                let result = self.reload();
+                round.reply(reply, result);
+            }
+            Request::Exited { key, exit } => {
+                let result = if exit.success() {
+                    Ok(())
+                } else {
+                    Err(format!("exited with status {}", exit.exit_code()))
+                };
+                if self.running.contains_key(&key) {
+                    self.task_mut(key).exit_code = Some(exit.exit_code());
+                    self.finish(key, result, round);
+                }
+            }
+            Request::LaunchFailed { key, reason } => {
+                if self.running.contains_key(&key) {
+                    self.finish(key, Err(reason), round);
+                }
+            }
+            Request::Stop { reply } => {
+                self.stop(round);
+                round.effects.push(super::Effect::Reply(Box::new(move || {
+                    let _ = reply.send(());
+                })));
+            }
+        }
+    }
+
+    fn index(&self, id: &str) -> Result<usize, AgentError> {
+        self.by_id
+            .get(id)
+            .copied()
+            .ok_or_else(|| AgentError::NoSuchTask(format!("no task {id:?}")))
+    }
+
+    /// Checks a submission against this host; the task and its core spec.
+    fn accept(&mut self, owner: u32, spec: SubmitSpec) -> Result<Accepted, AgentError> {
+        if self.stopping {
+            return Err(AgentError::ShuttingDown(
+                "gpu-agentd is stopping; submit again once it is back".into(),
+            ));
+        }
+        let invalid = AgentError::InvalidArgument;
+        if !spec.runtimes.is_empty() && spec.runtimes.len() != self.devices.len() {
+            return Err(invalid(format!(
+                "key \"runtimes\": expected {} values (one per device of the host), got {}",
+                self.devices.len(),
+                spec.runtimes.len()
+            )));
+        }
+        let app = self.apps.get(&spec.app).ok_or_else(|| {
+            invalid(format!(
+                "key \"app\": unknown DVFS profile {:?}; known: {}",
+                spec.app,
+                self.apps.names().join(", ")
+            ))
+        })?;
+        let daemon_uid = nix::unistd::getuid().as_raw();
+        if !spec.command.is_empty() && daemon_uid != 0 && owner != daemon_uid {
+            return Err(AgentError::AccessDenied(format!(
+                "this gpu-agentd runs as uid {daemon_uid} and cannot run commands as uid {owner}"
+            )));
+        }
+        let now = self.time.model_now();
+        let core_spec = TaskSpec {
+            id: String::new(),
+            arrival: now,
+            workload: spec.workload,
+            mem_gb: spec.mem_gb,
+            deadline: now + spec.deadline,
+            weight: spec.weight,
+            gpus: spec.gpus,
+            alt_gpus: spec.gpus_alt.clone(),
+            runtimes: spec.runtimes.clone(),
+            app: app.clone(),
+        };
+        if let Some(problem) = core_spec.alt_gpus_problem() {
+            return Err(invalid(format!("key \"gpus_alt\": {problem}")));
+        }
+        if let Some(reason) = self.core.refusal(&core_spec) {
+            return Err(AgentError::Unschedulable(reason));
+        }
+        let id = self.store.next_id();
+        let (reply, _) = tokio::sync::oneshot::channel();
+        Ok(Accepted {
+            spec: TaskSpec {
+                id: id.clone(),
+                ..core_spec
+            },
+            info: TaskInfo {
+                id,
+                state: TaskStatus::Queued,
+                owner_uid: owner,
+                devices: Vec::new(),
+                submitted: self.time.unix_now(),
+                started: None,
+                finished: None,
+                exit_code: None,
+                energy_j: None,
+                reason: None,
+                spec,
+            },
+            reply,
+        })
+    }
+
+    fn cancel(&mut self, id: &str, caller: Caller, round: &mut Round) -> Result<(), AgentError> {
+        let idx = self.index(id)?;
+        let task = &self.tasks[idx];
+        if !caller.admin && caller.uid != task.owner_uid {
+            return Err(AgentError::AccessDenied(format!(
+                "task {id} belongs to uid {}; only its owner or an admin may cancel it",
+                task.owner_uid
+            )));
+        }
+        if task.state.is_terminal() {
+            return Err(AgentError::NotCancellable(format!(
+                "task {id} already {}",
+                task.state
+            )));
+        }
+        let key = self.keys[idx].expect("a task that has not ended is in the core");
+        if let Some(run) = self.running.get_mut(&key) {
+            run.cancelled = true;
+            match run.pid {
+                Some(pid) => super::super::exec::kill_group(pid, self.cancel_grace(), &self.rt),
+                None => self.finish(key, Err("cancelled".into()), round),
+            }
+            return Ok(());
+        }
+        let actions = self
+            .core
+            .cancel(self.time.model_now(), key)
+            .expect("a waiting task can be cancelled");
+        self.end(key, TaskStatus::Cancelled, None, round);
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    fn set_policy(&mut self, name: &str, round: &mut Round) -> Result<(), AgentError> {
+        let plugin = self
+            .registry
+            .find(name)
+            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
+        let policy = plugin
+            .instantiate(&[])
+            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
+        let actions = self.core.set_policy(self.time.model_now(), policy);
+        round
+            .ops
+            .push(super::Op::SetMeta("policy".into(), name.into()));
+        round.notice(super::Notice::Policy(self.core.policy_name().into()));
+        log::info!("policy is now {name}");
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    /// Reads the settings again, checks them, and re-scans the plugin
+    /// directory: newly installed policies become selectable, while the
+    /// active policy keeps running and no task is touched. `plugin_dir`,
+    /// `keep_tasks_on_stop` and `cancel_grace_s` take effect now; the changed
+    /// keys that wait for the next start are returned. A file, host or
+    /// profile with an error changes nothing.
+    fn reload(&mut self) -> Result<Vec<String>, AgentError> {
+        let refuse = |e: &dyn std::fmt::Display| {
+            AgentError::Failed(format!("cannot reload: {e}; nothing changed"))
+        };
+        let (config, plugin_dir) = self.source.read().map_err(|e| refuse(&e))?;
+        // Files named only for the next start are checked now, so that a
+        // mistake shows here and not as a service that fails to start.
+        if let Some(host) = &config.mock {
+            gpu_agent_sim::input::host::load(host).map_err(|e| refuse(&e))?;
+        }
+        if let Some(apps) = &config.apps {
+            gpu_agent_sim::input::apps::load(apps).map_err(|e| refuse(&e))?;
+        }
+        let registry = Registry::load_dir(&plugin_dir).map_err(|e| refuse(&e))?;
+        for failure in &registry.failures {
+            log::warn!("plugin skipped: {failure}");
+        }
+        let pending = self.config.start_only_changes(&config);
+        self.registry = registry;
+        self.config.plugin_dir = config.plugin_dir;
+        self.config.keep_tasks_on_stop = config.keep_tasks_on_stop;
+        self.config.cancel_grace_s = config.cancel_grace_s;
+        let mut names: Vec<&str> = self.registry.plugins.iter().map(|p| p.name()).collect();
+        names.sort_unstable();
+        log::info!(
+            "reloaded {}: policies in {}: {}; cancel_grace_s {}, keep_tasks_on_stop {}; \
+             policy {} keeps running",
+            self.source
+                .path()
+                .map_or("the defaults".into(), |p| p.display().to_string()),
+            plugin_dir.display(),
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+            self.config.cancel_grace_s,
+            self.config.keep_tasks_on_stop,
+            self.core.policy_name(),
+        );
+        if !pending.is_empty() {
+            log::warn!(
+                "changed, but only read at start: {}; they take effect at the next start",
+                pending.join(", ")
+            );
+        }
+        Ok(pending.into_iter().map(String::from).collect())
+    }
+
+    /// formats.md §4 over the tasks that ran to an end (succeeded, failed or
+    /// cancelled while running; not lost), in model seconds counted from the
+    /// first of their submissions.
+    pub(super) fn metrics(&self) -> Metrics {
+        let scale = self.time.scale();
+        let ran: Vec<&TaskInfo> = self
+            .tasks
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t.state,
+                    TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled
+                ) && t.started.is_some()
+                    && t.finished.is_some()
+            })
+            .collect();
+        let rejected: Vec<Rejection> = self
+            .tasks
+            .iter()
+            .filter(|t| t.state == TaskStatus::Rejected)
+            .map(|t| Rejection {
+                id: t.id.clone(),
+                reason: t.reason.clone().unwrap_or_default(),
+            })
+            .collect();
+        let origin = ran
+            .iter()
+            .map(|t| t.submitted)
+            .fold(f64::INFINITY, f64::min);
+        let model = |unix: f64| (unix - origin) * scale;
+        let mut busy_s = vec![0.0; self.devices.len()];
+        let mut busy_j = 0.0;
+        let done: Vec<Completed> = ran
+            .iter()
+            .map(|t| {
+                let (start, end) = (model(t.started.unwrap()), model(t.finished.unwrap()));
+                for &d in &t.devices {
+                    if let Some(b) = busy_s.get_mut(d as usize) {
+                        *b += end - start;
+                    }
+                }
+                busy_j += t.energy_j.unwrap_or(0.0);
+                Completed {
+                    arrival: model(t.submitted),
+                    deadline: model(t.submitted) + t.spec.deadline,
+                    weight: t.spec.weight,
+                    start,
+                    end,
+                    devices: t.devices.len(),
+                }
+            })
+            .collect();
+        let devices = &self.devices;
+        Metrics::compute(
+            self.core.policy_name(),
+            ran.len() + rejected.len(),
+            rejected,
+            &done,
+            devices.len(),
+            |from, to| energy_with_idle(devices, &busy_s, busy_j, from, to),
+        )
+    }
+}

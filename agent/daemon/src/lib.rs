@@ -1,0 +1,341 @@
+//! `gpu-agentd`: the service that owns a host's GPUs.
+//!
+//! [`run`] wires the parts together: the GPU backend (NVML, or the mock of a
+//! host file), the state [`store`], the policy plugins, the [`engine`] thread
+//! that drives the scheduler core, and the D-Bus objects of [`service`],
+//! which check callers ([`auth`]) and forward requests to the engine.
+
+pub mod auth;
+pub mod config;
+mod devices;
+pub mod engine;
+pub mod exec;
+pub mod service;
+pub mod store;
+mod supervise;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use zbus::{connection, fdo::ObjectManager, object_server::InterfaceRef, Connection};
+
+use config::{Bus, Config, Source};
+use engine::{Engine, Notice, Request, Setup, Timebase};
+use gpu_agent_backend::{mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend};
+use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
+use gpu_agent_dbus::{device_path, AGENT_PATH, BUS_NAME};
+use gpu_agent_loader::{PluginError, Registry};
+use gpu_agent_sim::input::InputError;
+use service::{AgentService, DeviceObject};
+use store::{Store, StoreError};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A configuration, host or profile file is wrong.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The GPUs cannot be read.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The state cannot be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The plugins cannot be listed, or the policy asked for is not there.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// A GPU the catalogue does not describe.
+    #[error("GPU {gpu} is a {name:?}, which the catalogue does not describe; known: {known}")]
+    UnknownGpu {
+        /// Its index.
+        gpu: u32,
+        /// Its NVML name.
+        name: String,
+        /// The catalogue's NVML names.
+        known: String,
+    },
+    /// The bus cannot be reached, or the name is taken.
+    #[error("cannot serve {BUS_NAME} on the {bus} bus: {source}")]
+    Bus {
+        /// `system` or `session`.
+        bus: &'static str,
+        /// Why.
+        source: Box<zbus::Error>,
+    },
+}
+
+/// What the daemon runs with: the configuration after the command line.
+pub struct Options {
+    /// Where the configuration comes from; `Reload` reads it again.
+    pub source: Source,
+    /// The configuration `source` gave at start.
+    pub config: Config,
+    /// `--policy`: overrides the stored and configured policy.
+    pub policy: Option<String>,
+    /// Where plugins are loaded from.
+    pub plugin_dir: PathBuf,
+    /// Whether task output goes to the journal (else to files in the state dir).
+    pub journal: bool,
+}
+
+/// Runs the daemon until `stop` resolves, then stops it cleanly.
+pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    let cfg = &options.config;
+    let time = Timebase::new(cfg.time_scale);
+    let (backend, mock, devices, backend_name): (Arc<dyn GpuBackend>, _, _, _) = match &cfg.mock {
+        Some(file) => {
+            let host = gpu_agent_sim::input::host::load(file)?;
+            let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
+            (
+                mock.clone(),
+                Some(mock),
+                host.devices,
+                format!("mock:{}", file.display()),
+            )
+        }
+        None => {
+            let nvml = Arc::new(NvmlBackend::new()?);
+            let devices = inventory(&*nvml)?;
+            (nvml, None, devices, "nvml".to_string())
+        }
+    };
+    let apps = match &cfg.apps {
+        Some(file) => gpu_agent_sim::input::apps::load(file)?,
+        None => AppLibrary::default(),
+    };
+    let store = Store::open(&cfg.state_dir)?;
+    let registry = Registry::load_dir(&options.plugin_dir)?;
+    for failure in &registry.failures {
+        log::warn!("plugin skipped: {failure}");
+    }
+    let policy = choose_policy(&registry, &options, store.meta("policy")?)?;
+    log::info!(
+        "{} device(s) on {backend_name}; policy {}; state in {}; time scale {}",
+        devices.len(),
+        policy.name,
+        cfg.state_dir.display(),
+        cfg.time_scale
+    );
+    let policy_name = policy.name.clone();
+    let requests = Engine::channel();
+    let engine = requests.0.clone();
+
+    let bus_name = match cfg.bus {
+        Bus::System => "system",
+        Bus::Session => "session",
+    };
+    let bus_error = |source| DaemonError::Bus {
+        bus: bus_name,
+        source: Box::new(source),
+    };
+    let agent = AgentService::new(
+        engine.clone(),
+        auth::Auth::new(nix::unistd::getuid().as_raw()),
+        policy_name,
+        backend_name,
+    );
+    let builder = match cfg.bus {
+        Bus::System => connection::Builder::system(),
+        Bus::Session => connection::Builder::session(),
+    }
+    .map_err(bus_error)?;
+    let mut builder = builder
+        .serve_at(AGENT_PATH, agent)
+        .and_then(|b| b.serve_at(AGENT_PATH, ObjectManager))
+        .map_err(bus_error)?;
+    for spec in &devices {
+        let status = devices::read(&*backend, spec, String::new());
+        builder = builder
+            .serve_at(device_path(spec.index), DeviceObject { status })
+            .map_err(bus_error)?;
+    }
+    let conn = builder
+        .name(BUS_NAME)
+        .map_err(bus_error)?
+        .build()
+        .await
+        .map_err(bus_error)?;
+    // The name is ours: no other daemon runs on this bus. Only now may tasks start.
+    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    let engine_thread = Engine::start(
+        Setup {
+            devices: devices.clone(),
+            backend: backend.clone(),
+            mock,
+            store,
+            registry,
+            policy,
+            apps,
+            time,
+            log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
+            config: cfg.clone(),
+            source: options.source.clone(),
+            notices,
+            rt: tokio::runtime::Handle::current(),
+        },
+        requests,
+    )?;
+    let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
+    let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
+    let sampler = tokio::spawn(devices::sample(backend, devices, objects));
+    let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
+    let watchdog = supervise::ready();
+    log::info!("serving {BUS_NAME} on the {bus_name} bus");
+
+    stop.await;
+    log::info!("stopping: no new tasks; ending the running ones and restoring GPU controls");
+    supervise::stopping();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if engine.send(Request::Stop { reply: tx }).is_ok() {
+        let _ = rx.await;
+    }
+    drop(engine);
+    let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+    sampler.abort();
+    hangups.abort();
+    if let Some(w) = watchdog {
+        w.abort();
+    }
+    // Let the last TaskChanged signals out before the connection goes.
+    let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
+    conn.release_name(BUS_NAME).await.ok();
+    log::info!("stopped");
+    Ok(())
+}
+
+/// Reloads on each SIGHUP, as the D-Bus method `Reload` does; the outcome
+/// goes to the log (the engine logs a success).
+async fn reload_on_hangup(engine: std::sync::mpsc::Sender<Request>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(e) => {
+            log::warn!("cannot handle SIGHUP: {e}");
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        log::info!("SIGHUP: reloading");
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if engine.send(Request::Reload { reply }).is_err() {
+            return;
+        }
+        if let Ok(Err(e)) = answer.await {
+            log::error!("{e}");
+        }
+    }
+}
+
+/// The schedulable devices of the NVML backend: every GPU, described by its
+/// catalogue entry, at speed 1.
+fn inventory(backend: &dyn GpuBackend) -> Result<Vec<DeviceSpec>, DaemonError> {
+    (0..backend.device_count()?)
+        .map(|gpu| {
+            let info = backend.device_info(gpu)?;
+            let model =
+                catalogue::lookup_nvml(&info.name).ok_or_else(|| DaemonError::UnknownGpu {
+                    gpu,
+                    name: info.name.clone(),
+                    known: catalogue::CATALOGUE
+                        .iter()
+                        .map(|m| m.nvml_name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+            Ok(DeviceSpec {
+                index: gpu,
+                model,
+                memory_gb: model.memory_gb,
+                speed: 1.0,
+                cost_per_hour: 0.0,
+            })
+        })
+        .collect()
+}
+
+/// The policy to start with: `--policy`, else the last `SetPolicy`, else the
+/// configuration's, else `fifo`.
+fn choose_policy(
+    registry: &Registry,
+    options: &Options,
+    stored: Option<String>,
+) -> Result<PolicyInstance, DaemonError> {
+    if let Some(name) = &options.policy {
+        return Ok(registry.find(name)?.instantiate(&[])?);
+    }
+    let candidates = stored
+        .into_iter()
+        .chain(options.config.policy.clone())
+        .chain(std::iter::once("fifo".to_string()));
+    let mut last_error = None;
+    for name in candidates {
+        match registry.find(&name).and_then(|p| p.instantiate(&[])) {
+            Ok(policy) => return Ok(policy),
+            Err(e) => {
+                log::warn!("{e}");
+                last_error = Some(e);
+            }
+        }
+    }
+    Err(last_error.expect("fifo was tried").into())
+}
+
+async fn device_objects(
+    conn: &Connection,
+    devices: &[DeviceSpec],
+) -> zbus::Result<Vec<InterfaceRef<DeviceObject>>> {
+    let mut objects = Vec::new();
+    for spec in devices {
+        objects.push(
+            conn.object_server()
+                .interface::<_, DeviceObject>(device_path(spec.index))
+                .await?,
+        );
+    }
+    Ok(objects)
+}
+
+/// Turns the engine's notices into signals and property changes.
+async fn pump_notices(
+    conn: Connection,
+    objects: Vec<InterfaceRef<DeviceObject>>,
+    mut notices: UnboundedReceiver<Notice>,
+) {
+    let agent = match conn
+        .object_server()
+        .interface::<_, AgentService>(AGENT_PATH)
+        .await
+    {
+        Ok(agent) => agent,
+        Err(e) => {
+            log::error!("the agent object is gone: {e}");
+            return;
+        }
+    };
+    while let Some(notice) = notices.recv().await {
+        let result = match notice {
+            Notice::TaskChanged { id, state } => {
+                AgentService::task_changed(agent.signal_emitter(), &id, state.as_str()).await
+            }
+            Notice::CurrentTask { device, task } => match objects.get(device as usize) {
+                Some(object) => devices::set_current_task(object, task).await,
+                None => Ok(()),
+            },
+            Notice::Policy(name) => {
+                let agent_ref = agent.get().await;
+                agent_ref.set_policy_name(name);
+                agent_ref.policy_changed(agent.signal_emitter()).await
+            }
+        };
+        if let Err(e) = result {
+            log::warn!("cannot signal a change: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

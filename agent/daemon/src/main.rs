@@ -1,0 +1,229 @@
+//! `gpu-agentd`: the gpu-agent service. See the `gpu_agent_daemon` library.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{CommandFactory, Parser};
+use gpu_agent_daemon::config::{Overrides, Source};
+use gpu_agent_manual::Section;
+
+/// The gpu-agent service: owns this host's GPUs, queues and schedules tasks
+/// on them under a policy plugin, and serves org.gpuagent.Agent1 on D-Bus.
+///
+/// Settings come from /etc/gpu-agent/agent.toml (or --config); the options
+/// below override them. SIGTERM or SIGINT stops it cleanly: it refuses new
+/// tasks, ends the running ones (unless keep_tasks_on_stop is set), restores
+/// the GPU clocks it changed, records its state and exits 0.
+#[derive(Parser)]
+#[command(
+    name = "gpu-agentd",
+    version,
+    after_help = "Example (mock GPUs, session bus, 60x time):\n  gpu-agentd --mock examples/host.toml --session --time-scale 60 --state-dir /tmp/gpu-agent"
+)]
+struct Args {
+    /// Configuration file [default: /etc/gpu-agent/agent.toml, if present].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Run on the mock GPUs of this host description instead of NVML.
+    #[arg(long, value_name = "HOST.toml")]
+    mock: Option<PathBuf>,
+    /// Serve on the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system bus.
+    #[arg(long)]
+    session: bool,
+    /// Simulated tasks run X times faster than their modelled time.
+    #[arg(long, value_name = "X")]
+    time_scale: Option<f64>,
+    /// Keep the state database and task logs here [default: /var/lib/gpu-agent].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Load policy plugins from DIR [default: next to this binary].
+    #[arg(long, value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Start with this policy (otherwise: the last one set, the configured one, fifo).
+    #[arg(long, value_name = "NAME")]
+    policy: Option<String>,
+    /// Print the manual page gpu-agentd(8) and exit (for packaging).
+    #[arg(long, hide = true, exclusive = true)]
+    manpage: bool,
+}
+
+/// The manual's sections that clap has no place for.
+const MANUAL: &[Section] = &[
+    Section {
+        title: "FILES",
+        intro: "",
+        entries: &[
+            (
+                "/etc/gpu-agent/agent.toml",
+                "Settings, every key optional (the package installs a commented default). \
+                 Read at start and by Reload.",
+            ),
+            (
+                "/var/lib/gpu-agent/",
+                "State: state.db (SQLite, WAL) holds every task, the chosen policy and the GPU \
+                 controls to restore; lock keeps a second daemon away. Outside systemd, task \
+                 output goes to logs/ID.log here; under systemd, to the journal, with the field \
+                 TASK_ID.",
+            ),
+            (
+                "/usr/lib/gpu-agent/plugins/",
+                "Policy plugins (*.so), loaded at start and by Reload. A build without the \
+                 packaged layout loads them from the directory of the gpu-agentd binary.",
+            ),
+            (
+                "/usr/share/dbus-1/system.d/org.gpuagent.Agent1.conf",
+                "Who may own org.gpuagent.Agent1 on the system bus (root) and call which method.",
+            ),
+            (
+                "/usr/lib/systemd/system/gpu-agent.service",
+                "The unit: sandboxing, watchdog, reload; its comments give the reasons.",
+            ),
+        ],
+    },
+    Section {
+        title: "SIGNALS",
+        intro: "",
+        entries: &[
+            (
+                "SIGTERM, SIGINT",
+                "Stop cleanly: refuse new tasks; end the running task processes (SIGTERM to \
+                 each task's process group, SIGKILL after cancel_grace_s) unless \
+                 keep_tasks_on_stop is set; restore the GPU clocks it changed; store the state; \
+                 exit 0.",
+            ),
+            (
+                "SIGHUP",
+                "Reload, as the D-Bus method Reload does (gpuctl reload, systemctl reload \
+                 gpu-agent), with the outcome in the log only.",
+            ),
+        ],
+    },
+    Section {
+        title: "EXIT STATUS",
+        intro: "",
+        entries: &[
+            ("0", "Stopped cleanly."),
+            (
+                "1",
+                "Could not start or failed; the log says why (a file, line and key for a bad \
+                 setting, host or profile file).",
+            ),
+            ("2", "A bad command line."),
+        ],
+    },
+    Section {
+        title: "SEE ALSO",
+        intro: "gpuctl(1), busctl(1), systemctl(1), journalctl(1); the D-Bus API in \
+                /usr/share/doc/gpu-agent/dbus.md.",
+        entries: &[],
+    },
+];
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.manpage {
+        return match print_manpage() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gpu-agentd: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let journal = init_logging();
+    match run(args, journal) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            log::error!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes gpu-agentd(8) to standard output.
+fn print_manpage() -> Result<()> {
+    let page = gpu_agent_manual::render(Args::command(), "8", MANUAL)?;
+    std::io::stdout()
+        .write_all(&page)
+        .context("cannot write to standard output")
+}
+
+/// Logs to the journal when systemd connected stderr to it, else to stderr.
+/// Returns whether it is the journal.
+fn init_logging() -> bool {
+    let level = std::env::var("GPU_AGENT_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if systemd_journal_logger::connected_to_journal() {
+        if let Ok(logger) = systemd_journal_logger::JournalLog::new() {
+            if logger.install().is_ok() {
+                log::set_max_level(level);
+                return true;
+            }
+        }
+    }
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "gpu-agentd: {}: {}",
+                record.level().as_str().to_lowercase(),
+                record.args()
+            )
+        })
+        .init();
+    false
+}
+
+fn run(args: Args, journal: bool) -> Result<()> {
+    if let Some(x) = args.time_scale {
+        anyhow::ensure!(
+            x.is_finite() && x > 0.0,
+            "--time-scale: expected a number > 0, got {x}"
+        );
+    }
+    let source = Source {
+        file: args.config,
+        overrides: Overrides {
+            mock: args.mock,
+            session: args.session,
+            time_scale: args.time_scale,
+            state_dir: args.state_dir,
+            plugin_dir: args.plugin_dir,
+        },
+        default_plugin_dir: gpu_agent_loader::default_dir()
+            .context("cannot locate the plugin directory")?,
+    };
+    let (config, plugin_dir) = source.read()?;
+    let options = gpu_agent_daemon::Options {
+        source,
+        config,
+        policy: args.policy,
+        plugin_dir,
+        journal,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        // Handlers first, so that a SIGTERM during start-up is a clean stop too.
+        let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let stop = async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        };
+        gpu_agent_daemon::run(options, stop)
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
+    Ok(())
+}

@@ -1,0 +1,241 @@
+//! The D-Bus objects: `org.gpuagent.Agent1` on the root object and one
+//! `org.gpuagent.Device1` per device. Methods check the caller, then forward
+//! the request to the engine and wait for its answer.
+
+use std::collections::HashMap;
+use std::sync::{mpsc, Mutex};
+
+use tokio::sync::oneshot;
+use zbus::{
+    interface, message::Header, object_server::SignalEmitter, zvariant::OwnedValue, Connection,
+};
+
+use super::auth::{Auth, Roles};
+use super::engine::{Caller, Reply, Request};
+use gpu_agent_dbus::{metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskStatus};
+
+/// The agent object.
+pub struct AgentService {
+    engine: mpsc::Sender<Request>,
+    auth: Auth,
+    policy: Mutex<String>,
+    version: String,
+    backend: String,
+}
+
+impl AgentService {
+    /// An agent forwarding to `engine`.
+    pub fn new(
+        engine: mpsc::Sender<Request>,
+        auth: Auth,
+        policy: String,
+        backend: String,
+    ) -> AgentService {
+        AgentService {
+            engine,
+            auth,
+            policy: Mutex::new(policy),
+            version: env!("CARGO_PKG_VERSION").into(),
+            backend,
+        }
+    }
+
+    /// Records the active policy (the engine's notice), for the property.
+    pub fn set_policy_name(&self, name: String) {
+        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = name;
+    }
+
+    async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, AgentError> {
+        let gone = || AgentError::ShuttingDown("gpu-agentd is stopping".into());
+        let (tx, rx) = oneshot::channel();
+        self.engine.send(request(tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    async fn roles(&self, conn: &Connection, header: &Header<'_>) -> Result<Roles, AgentError> {
+        self.auth.roles(conn, header).await
+    }
+}
+
+#[interface(name = "org.gpuagent.Agent1")]
+impl AgentService {
+    /// Queues a task; returns its id once it is stored.
+    async fn submit(
+        &self,
+        spec: HashMap<String, OwnedValue>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<String, AgentError> {
+        let roles = self.roles(conn, &header).await?;
+        roles.require_member("submit tasks")?;
+        let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
+        self.ask(|reply| Request::Submit {
+            owner: roles.uid,
+            spec,
+            reply,
+        })
+        .await
+    }
+
+    /// Cancels a queued or running task (its owner's, or any for an admin).
+    async fn cancel(
+        &self,
+        id: String,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        let roles = self.roles(conn, &header).await?;
+        roles.require_member("cancel tasks")?;
+        let caller = Caller {
+            uid: roles.uid,
+            admin: roles.admin,
+        };
+        self.ask(|reply| Request::Cancel { id, caller, reply })
+            .await
+    }
+
+    /// One task's dictionary.
+    async fn get_task(&self, id: String) -> Result<Dict, AgentError> {
+        Ok(self
+            .ask(|reply| Request::GetTask { id, reply })
+            .await?
+            .to_dict())
+    }
+
+    /// The tasks in `state` (`""`: all), in submission order.
+    async fn list_tasks(&self, state: String) -> Result<Vec<Dict>, AgentError> {
+        let state = match state.as_str() {
+            "" => None,
+            s => Some(TaskStatus::parse(s).map_err(AgentError::InvalidArgument)?),
+        };
+        let tasks = self
+            .ask(|reply| Request::ListTasks { state, reply })
+            .await?;
+        Ok(tasks.iter().map(|t| t.to_dict()).collect())
+    }
+
+    /// The loaded policies: (name, description).
+    async fn list_policies(&self) -> Result<Vec<(String, String)>, AgentError> {
+        self.ask(|reply| Request::ListPolicies { reply }).await
+    }
+
+    /// Makes `name` the active policy; queued tasks move to it.
+    async fn set_policy(
+        &self,
+        name: String,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("change the policy")?;
+        self.ask(|reply| Request::SetPolicy { name, reply }).await
+    }
+
+    /// Reads the configuration file again and re-scans the plugin directory;
+    /// returns the changed keys that only take effect at the next start.
+    async fn reload(
+        &self,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<String>, AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("reload the configuration and plugins")?;
+        self.ask(|reply| Request::Reload { reply }).await
+    }
+
+    /// formats.md §4 metrics over the finished tasks.
+    async fn metrics(&self) -> Result<Dict, AgentError> {
+        Ok(metrics_to_dict(
+            &self.ask(|reply| Request::Metrics { reply }).await?,
+        ))
+    }
+
+    /// A task changed state.
+    #[zbus(signal)]
+    pub async fn task_changed(
+        emitter: &SignalEmitter<'_>,
+        id: &str,
+        state: &str,
+    ) -> zbus::Result<()>;
+
+    /// The active policy.
+    #[zbus(property)]
+    async fn policy(&self) -> String {
+        self.policy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The daemon's version.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn version(&self) -> String {
+        self.version.clone()
+    }
+
+    /// The GPU backend.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn backend(&self) -> String {
+        self.backend.clone()
+    }
+}
+
+/// One device object; its readings are refreshed by the sampler.
+pub struct DeviceObject {
+    /// The properties.
+    pub status: DeviceStatus,
+}
+
+#[interface(name = "org.gpuagent.Device1")]
+impl DeviceObject {
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn index(&self) -> u32 {
+        self.status.index
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn uuid(&self) -> String {
+        self.status.uuid.clone()
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn name(&self) -> String {
+        self.status.name.clone()
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn memory_gb(&self) -> f64 {
+        self.status.memory_gb
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn speed(&self) -> f64 {
+        self.status.speed
+    }
+    #[zbus(property)]
+    async fn core_clock_mhz(&self) -> u32 {
+        self.status.core_clock_mhz
+    }
+    #[zbus(property)]
+    async fn mem_clock_mhz(&self) -> u32 {
+        self.status.mem_clock_mhz
+    }
+    #[zbus(property)]
+    async fn power_w(&self) -> f64 {
+        self.status.power_w
+    }
+    #[zbus(property)]
+    async fn energy_j(&self) -> f64 {
+        self.status.energy_j
+    }
+    #[zbus(property)]
+    async fn utilization(&self) -> f64 {
+        self.status.utilization
+    }
+    #[zbus(property)]
+    async fn mig_enabled(&self) -> bool {
+        self.status.mig_enabled
+    }
+    #[zbus(property)]
+    async fn current_task(&self) -> String {
+        self.status.current_task.clone()
+    }
+}

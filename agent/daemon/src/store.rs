@@ -1,0 +1,453 @@
+//! The durable state: tasks, settings and the GPU controls the daemon changed,
+//! in SQLite (WAL, `synchronous=FULL`) under the state directory.
+//!
+//! Writes come in batches ([`Store::commit`]), each one transaction: the engine
+//! commits what a round of requests changed, then answers them. A batch is
+//! either wholly on disk or not at all, whenever the process dies.
+
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use gpu_agent_dbus::{TaskInfo, TaskStatus};
+
+/// The database file inside the state directory.
+pub const DB_FILE: &str = "state.db";
+/// The lock file that keeps a second daemon off the same state.
+pub const LOCK_FILE: &str = "lock";
+
+/// Errors of the state store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The state directory or database cannot be opened or created.
+    #[error("cannot open the state database {path}: {reason}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// SQLite refused a read or write.
+    #[error("state database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// A row cannot be read back.
+    #[error("state database: task {id}: {what}")]
+    Corrupt {
+        /// The task's id.
+        id: String,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// A GPU control the daemon changed and must restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlRecord {
+    /// GPU index (backend numbering).
+    pub gpu: u32,
+    /// Which control (`locked_core_clocks`, `locked_memory_clocks`, ...).
+    pub control: String,
+    /// What it was set to, for people.
+    pub value: String,
+}
+
+/// One change to the durable state.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// A task, new or changed, in full.
+    Put(Box<TaskInfo>),
+    /// A setting (`policy`, ...).
+    SetMeta(String, String),
+    /// A control about to be changed.
+    RecordControl(ControlRecord),
+    /// A control restored.
+    ClearControl {
+        /// GPU index.
+        gpu: u32,
+        /// Which control.
+        control: String,
+    },
+    /// A task's process group, once started.
+    RecordProcess {
+        /// The task's id.
+        task: String,
+        /// Its process group id.
+        pgid: u32,
+    },
+    /// A task's process group has ended.
+    ClearProcess {
+        /// The task's id.
+        task: String,
+    },
+}
+
+impl Op {
+    /// Stores `task` in full.
+    pub fn put(task: TaskInfo) -> Op {
+        Op::Put(Box::new(task))
+    }
+}
+
+/// The state store.
+pub struct Store {
+    conn: Connection,
+    next_seq: u64,
+    /// Held while the store is open.
+    _lock: Flock<std::fs::File>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let path = dir.join(DB_FILE);
+        let fail = |reason: String| StoreError::Open {
+            path: path.clone(),
+            reason,
+        };
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock_file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| fail(format!("cannot open {}: {e}", lock_path.display())))?;
+        let lock =
+            Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+                fail(match errno {
+                    nix::errno::Errno::EWOULDBLOCK => {
+                        "another gpu-agentd is using this state directory".into()
+                    }
+                    e => format!("cannot lock {}: {e}", lock_path.display()),
+                })
+            })?;
+        let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| fail(e.to_string()))?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS tasks (
+                 seq INTEGER PRIMARY KEY,
+                 id TEXT NOT NULL UNIQUE,
+                 state TEXT NOT NULL,
+                 owner_uid INTEGER NOT NULL,
+                 devices TEXT NOT NULL,
+                 submitted REAL NOT NULL,
+                 started REAL,
+                 finished REAL,
+                 exit_code INTEGER,
+                 energy_j REAL,
+                 reason TEXT,
+                 spec TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS controls (
+                 gpu INTEGER NOT NULL,
+                 control TEXT NOT NULL,
+                 value TEXT NOT NULL,
+                 PRIMARY KEY (gpu, control)
+             );
+             CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);",
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let max: Option<i64> = conn
+            .query_row("SELECT MAX(seq) FROM tasks", [], |r| r.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Store {
+            conn,
+            next_seq: max.map_or(1, |m| m as u64 + 1),
+            _lock: lock,
+        })
+    }
+
+    /// A fresh task id (`t<n>`); ids are never reused within a state directory.
+    pub fn next_id(&mut self) -> String {
+        let id = format!("t{}", self.next_seq);
+        self.next_seq += 1;
+        id
+    }
+
+    /// Every task, in submission order.
+    pub fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, state, owner_uid, devices, submitted, started, finished,
+                    exit_code, energy_j, reason, spec FROM tasks ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut tasks = Vec::new();
+        while let Some(r) = rows.next()? {
+            let id: String = r.get(0)?;
+            let corrupt = |what: String| StoreError::Corrupt {
+                id: id.clone(),
+                what,
+            };
+            let state = TaskStatus::parse(&r.get::<_, String>(1)?).map_err(corrupt)?;
+            let devices = serde_json::from_str(&r.get::<_, String>(3)?)
+                .map_err(|e| corrupt(format!("devices: {e}")))?;
+            let spec = serde_json::from_str(&r.get::<_, String>(10)?)
+                .map_err(|e| corrupt(format!("spec: {e}")))?;
+            tasks.push(TaskInfo {
+                state,
+                owner_uid: r.get(2)?,
+                devices,
+                submitted: r.get(4)?,
+                started: r.get(5)?,
+                finished: r.get(6)?,
+                exit_code: r.get(7)?,
+                energy_j: r.get(8)?,
+                reason: r.get(9)?,
+                spec,
+                id,
+            });
+        }
+        Ok(tasks)
+    }
+
+    /// A setting, if set.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The process groups of tasks recorded as started and not yet ended:
+    /// (task id, process group id).
+    pub fn processes(&self) -> Result<Vec<(String, u32)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task, pgid FROM processes ORDER BY task")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The controls changed and not yet restored.
+    pub fn controls(&self) -> Result<Vec<ControlRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT gpu, control, value FROM controls ORDER BY gpu, control")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ControlRecord {
+                gpu: r.get(0)?,
+                control: r.get(1)?,
+                value: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Applies `ops` in one transaction: all of them are durable, or none.
+    pub fn commit(&mut self, ops: &[Op]) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction()?;
+        {
+            let mut put = tx.prepare_cached(
+                "INSERT INTO tasks (seq, id, state, owner_uid, devices, submitted, started,
+                                    finished, exit_code, energy_j, reason, spec)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                 ON CONFLICT(id) DO UPDATE SET state = excluded.state, devices = excluded.devices,
+                     started = excluded.started, finished = excluded.finished,
+                     exit_code = excluded.exit_code, energy_j = excluded.energy_j,
+                     reason = excluded.reason",
+            )?;
+            for op in ops {
+                match op {
+                    Op::Put(t) => {
+                        let seq: i64 =
+                            t.id.strip_prefix('t')
+                                .and_then(|n| n.parse().ok())
+                                .ok_or_else(|| StoreError::Corrupt {
+                                    id: t.id.clone(),
+                                    what: "not an id this store issued".into(),
+                                })?;
+                        put.execute(params![
+                            seq,
+                            t.id,
+                            t.state.as_str(),
+                            t.owner_uid,
+                            serde_json::to_string(&t.devices).expect("numbers serialise"),
+                            t.submitted,
+                            t.started,
+                            t.finished,
+                            t.exit_code,
+                            t.energy_j,
+                            t.reason,
+                            serde_json::to_string(&t.spec).expect("a spec serialises"),
+                        ])?;
+                    }
+                    Op::SetMeta(key, value) => {
+                        tx.execute(
+                            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            params![key, value],
+                        )?;
+                    }
+                    Op::RecordControl(c) => {
+                        tx.execute(
+                            "INSERT INTO controls (gpu, control, value) VALUES (?1, ?2, ?3)
+                             ON CONFLICT(gpu, control) DO UPDATE SET value = excluded.value",
+                            params![c.gpu, c.control, c.value],
+                        )?;
+                    }
+                    Op::ClearControl { gpu, control } => {
+                        tx.execute(
+                            "DELETE FROM controls WHERE gpu = ?1 AND control = ?2",
+                            params![gpu, control],
+                        )?;
+                    }
+                    Op::RecordProcess { task, pgid } => {
+                        tx.execute(
+                            "INSERT OR REPLACE INTO processes (task, pgid) VALUES (?1, ?2)",
+                            params![task, pgid],
+                        )?;
+                    }
+                    Op::ClearProcess { task } => {
+                        tx.execute("DELETE FROM processes WHERE task = ?1", [task])?;
+                    }
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_dbus::SubmitSpec;
+
+    fn task(id: &str, state: TaskStatus) -> TaskInfo {
+        TaskInfo {
+            id: id.into(),
+            state,
+            owner_uid: 1000,
+            devices: vec![],
+            submitted: 100.0,
+            started: None,
+            finished: None,
+            exit_code: None,
+            energy_j: None,
+            reason: None,
+            spec: SubmitSpec::new(1.0, 2.0, 3.0, 4.0),
+        }
+    }
+
+    #[test]
+    fn tasks_survive_reopening_in_submission_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let (a, b) = (store.next_id(), store.next_id());
+        assert_eq!((a.as_str(), b.as_str()), ("t1", "t2"));
+        store
+            .commit(&[
+                Op::put(task(&b, TaskStatus::Queued)),
+                Op::put(task(&a, TaskStatus::Queued)),
+                Op::SetMeta("policy".into(), "greedy-eft".into()),
+            ])
+            .unwrap();
+        let mut done = task(&a, TaskStatus::Succeeded);
+        done.devices = vec![1, 3];
+        done.started = Some(101.0);
+        done.finished = Some(102.5);
+        done.exit_code = Some(0);
+        done.energy_j = Some(12.5);
+        store.commit(&[Op::put(done.clone())]).unwrap();
+        drop(store);
+
+        let mut store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.tasks().unwrap(),
+            vec![done, task(&b, TaskStatus::Queued)]
+        );
+        assert_eq!(store.meta("policy").unwrap().as_deref(), Some("greedy-eft"));
+        assert_eq!(store.meta("other").unwrap(), None);
+        assert_eq!(store.next_id(), "t3", "ids are never reused");
+    }
+
+    #[test]
+    fn a_failed_batch_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let id = store.next_id();
+        let err = store
+            .commit(&[
+                Op::put(task(&id, TaskStatus::Queued)),
+                Op::put(task("x9", TaskStatus::Queued)),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "state database: task x9: not an id this store issued"
+        );
+        assert_eq!(store.tasks().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn controls_are_recorded_and_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let rec = |gpu, control: &str| ControlRecord {
+            gpu,
+            control: control.into(),
+            value: "1005..1005 MHz".into(),
+        };
+        store
+            .commit(&[
+                Op::RecordControl(rec(1, "locked_core_clocks")),
+                Op::RecordControl(rec(0, "locked_core_clocks")),
+                Op::RecordControl(rec(0, "locked_memory_clocks")),
+            ])
+            .unwrap();
+        store
+            .commit(&[Op::ClearControl {
+                gpu: 0,
+                control: "locked_core_clocks".into(),
+            }])
+            .unwrap();
+        let process = |task: &str, pgid| Op::RecordProcess {
+            task: task.into(),
+            pgid,
+        };
+        store
+            .commit(&[process("t1", 4242), process("t2", 4343)])
+            .unwrap();
+        store
+            .commit(&[Op::ClearProcess { task: "t1".into() }])
+            .unwrap();
+        assert_eq!(store.processes().unwrap(), vec![("t2".to_string(), 4343)]);
+        assert_eq!(
+            store.controls().unwrap(),
+            vec![rec(0, "locked_memory_clocks"), rec(1, "locked_core_clocks")]
+        );
+    }
+
+    #[test]
+    fn a_second_store_on_the_same_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Store::open(dir.path()).unwrap();
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.ends_with("state.db: another gpu-agentd is using this state directory"),
+            "{err}"
+        );
+        drop(first);
+        Store::open(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_named() {
+        let err = Store::open(Path::new("/proc/no/such")).err().unwrap();
+        assert!(
+            err.to_string().starts_with("cannot open the state database /proc/no/such/state.db: cannot create /proc/no/such"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! Daemon and client agree: the real `AgentService` and engine on one end of
+//! a peer-to-peer connection, the contract's `Agent1Proxy` on the other.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use zbus::{connection, Guid};
+
+use super::config::{Config, Overrides, Source};
+use super::engine::{Engine, Setup, Timebase};
+use super::service::AgentService;
+use super::store::Store;
+use gpu_agent_backend::mock::MockBackend;
+use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_core::policy::builtin_fifo;
+use gpu_agent_dbus::{
+    metrics_from_dict, Agent1Proxy, SubmitSpec, TaskInfo, TaskStatus, AGENT_PATH, BUS_NAME,
+};
+use gpu_agent_loader::Registry;
+
+const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.0\n";
+
+/// A daemon (engine + agent object) serving one peer; the client's proxy.
+async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
+    let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), HOST).unwrap();
+    // 1000x: a 10 s task takes 10 ms.
+    let time = Timebase::new(1000.0);
+    let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
+    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    let requests = Engine::channel();
+    let engine = requests.0.clone();
+    Engine::start(
+        Setup {
+            devices: host.devices.clone(),
+            backend: mock.clone(),
+            mock: Some(mock),
+            store: Store::open(dir).unwrap(),
+            registry: Registry {
+                plugins: Vec::new(),
+                failures: Vec::new(),
+            },
+            policy: builtin_fifo(),
+            apps: AppLibrary::default(),
+            time,
+            log_dir: Some(dir.join("logs")),
+            config: Config {
+                state_dir: dir.to_path_buf(),
+                plugin_dir: Some(dir.join("plugins")),
+                cancel_grace_s: 1.0,
+                ..Config::default()
+            },
+            source: Source {
+                file: Some(dir.join("agent.toml")),
+                overrides: Overrides::default(),
+                default_plugin_dir: dir.join("plugins"),
+            },
+            notices,
+            rt: tokio::runtime::Handle::current(),
+        },
+        requests,
+    )
+    .unwrap();
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    let agent = AgentService::new(
+        engine,
+        super::auth::Auth::new(nix::unistd::getuid().as_raw()),
+        "fifo (built-in fallback)".into(),
+        "mock:host.toml".into(),
+    );
+    let server = connection::Builder::unix_stream(ours)
+        .server(Guid::generate())
+        .unwrap()
+        .p2p()
+        .serve_at(AGENT_PATH, agent)
+        .unwrap()
+        .build();
+    let client = connection::Builder::unix_stream(theirs).p2p().build();
+    let (server, client) = tokio::try_join!(server, client).unwrap();
+    tokio::spawn(super::pump_notices(server.clone(), Vec::new(), notice_rx));
+    let proxy = Agent1Proxy::builder(&client)
+        .destination(BUS_NAME)
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    (proxy, server)
+}
+
+/// (id, state) of every stored task, read beside the running daemon.
+fn stored(dir: &Path) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(dir.join(super::store::DB_FILE)).unwrap();
+    let mut stmt = db
+        .prepare("SELECT id, state FROM tasks ORDER BY seq")
+        .unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+fn error_name(e: zbus::Error) -> String {
+    match e {
+        zbus::Error::MethodError(name, _, _) => name.to_string(),
+        other => panic!("not a method error: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_round_trips_between_daemon_and_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server) = serve(dir.path()).await;
+    let mut changes = agent.receive_task_changed().await.unwrap();
+
+    let mut spec = SubmitSpec::new(10.0, 4.0, 60.0, 2.0);
+    spec.name = "train".into();
+    let id = agent.submit(spec.to_dict()).await.unwrap();
+    assert_eq!(id, "t1");
+
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("succeeded") {
+        let signal = tokio::time::timeout(Duration::from_secs(10), changes.next())
+            .await
+            .expect("TaskChanged in time")
+            .unwrap();
+        let args = signal.args().unwrap();
+        assert_eq!(args.id, "t1");
+        seen.push(args.state.to_string());
+    }
+    assert_eq!(seen, ["queued", "running", "succeeded"]);
+
+    let task = TaskInfo::from_dict(&agent.get_task("t1").await.unwrap()).unwrap();
+    assert_eq!(task.state, TaskStatus::Succeeded);
+    assert_eq!(task.spec, spec);
+    assert_eq!(task.owner_uid, nix::unistd::getuid().as_raw());
+    assert_eq!(task.devices, vec![0]);
+    assert!(task.energy_j.unwrap() > 0.0);
+    let (start, end) = (task.started.unwrap(), task.finished.unwrap());
+    assert!(task.submitted <= start && start <= end);
+
+    let listed = agent.list_tasks("succeeded").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(agent.list_tasks("queued").await.unwrap().is_empty());
+    let metrics = metrics_from_dict(&agent.metrics().await.unwrap()).unwrap();
+    assert_eq!((metrics.tasks, metrics.dmc), (1, 0));
+    assert_eq!(agent.policy().await.unwrap(), "fifo (built-in fallback)");
+    assert_eq!(agent.backend().await.unwrap(), "mock:host.toml");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_carry_their_error_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server) = serve(dir.path()).await;
+    let mut bad = SubmitSpec::new(10.0, 4.0, 60.0, 2.0).to_dict();
+    bad.remove("weight");
+    let e = agent.submit(bad).await.unwrap_err();
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&e),
+        "org.gpuagent.Agent1.Error.InvalidArgument: missing required key \"weight\" (d)"
+    );
+    let huge = SubmitSpec::new(10.0, 400.0, 60.0, 2.0).to_dict();
+    let e = agent.submit(huge).await.unwrap_err();
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&e),
+        "org.gpuagent.Agent1.Error.Unschedulable: needs 400 GB; the largest device has 40 GB"
+    );
+    let mut wide = SubmitSpec::new(10.0, 1.0, 60.0, 2.0);
+    wide.runtimes = vec![1.0];
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&agent.submit(wide.to_dict()).await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.InvalidArgument: key \"runtimes\": expected 2 values (one per device of the host), got 1"
+    );
+    let mut alt = SubmitSpec::new(10.0, 1.0, 60.0, 2.0);
+    (alt.gpus, alt.gpus_alt) = (2, vec![1, 2]);
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&agent.submit(alt.to_dict()).await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.InvalidArgument: key \"gpus_alt\": expected distinct device counts >= 1 other than gpus (2), got 2"
+    );
+    let mut app = SubmitSpec::new(10.0, 1.0, 60.0, 2.0);
+    app.app = "nbody".into();
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&agent.submit(app.to_dict()).await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.InvalidArgument: key \"app\": unknown DVFS profile \"nbody\"; known: default"
+    );
+    assert_eq!(
+        error_name(agent.get_task("t9").await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.NoSuchTask"
+    );
+    assert_eq!(
+        error_name(agent.cancel("t9").await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.NoSuchTask"
+    );
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&agent.set_policy("sjf").await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.UnknownPolicy: unknown policy \"sjf\"; available: none (no plugins loaded)"
+    );
+    assert_eq!(
+        error_name(agent.list_tasks("done").await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.InvalidArgument"
+    );
+    // Nothing was stored for any of them.
+    assert!(agent.list_tasks("").await.unwrap().is_empty());
+    assert!(stored(dir.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_queued_task_stores_it_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server) = serve(dir.path()).await;
+    // Two long tasks fill both GPUs; the third waits.
+    let long = SubmitSpec::new(1e6, 1.0, 60.0, 1.0).to_dict();
+    for _ in 0..3 {
+        agent.submit(long.clone()).await.unwrap();
+    }
+    agent.cancel("t3").await.unwrap();
+    agent.cancel("t1").await.unwrap();
+    let state = |d: &gpu_agent_dbus::Dict| TaskInfo::from_dict(d).unwrap().state;
+    assert_eq!(
+        state(&agent.get_task("t3").await.unwrap()),
+        TaskStatus::Cancelled
+    );
+    assert_eq!(
+        state(&agent.get_task("t1").await.unwrap()),
+        TaskStatus::Cancelled
+    );
+    assert_eq!(
+        state(&agent.get_task("t2").await.unwrap()),
+        TaskStatus::Running
+    );
+    assert_eq!(
+        gpu_agent_dbus::describe_error(&agent.cancel("t3").await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.NotCancellable: task t3 already cancelled"
+    );
+    let stored = stored(dir.path());
+    assert_eq!(
+        stored,
+        [
+            ("t1".to_string(), "cancelled".to_string()),
+            ("t2".to_string(), "running".to_string()),
+            ("t3".to_string(), "cancelled".to_string())
+        ]
+    );
+}

@@ -1,0 +1,156 @@
+//! gpu-agent's D-Bus API (docs/dbus.md): names, errors, the wire forms of a
+//! task, a device and the metrics, and the `#[proxy]` clients.
+//!
+//! The daemon's interfaces and `gpuctl` both use the types here, so the two
+//! cannot disagree on a key or a type. `gpuctl` knows nothing else of D-Bus.
+//! [`private_bus`] starts a bus of its own, for the demo and the tests.
+
+mod device;
+mod metrics;
+pub mod private_bus;
+mod task;
+
+use zbus::{proxy, zvariant::OwnedValue};
+
+pub use device::DeviceStatus;
+pub use metrics::{metrics_from_dict, metrics_to_dict};
+pub use task::{Dict, SubmitSpec, TaskInfo, TaskStatus};
+
+/// The daemon's well-known bus name.
+pub const BUS_NAME: &str = "org.gpuagent.Agent1";
+/// The root object: the agent, and the object manager of the devices.
+pub const AGENT_PATH: &str = "/org/gpuagent/Agent1";
+/// The agent's interface.
+pub const AGENT_INTERFACE: &str = "org.gpuagent.Agent1";
+/// The interface of each device object.
+pub const DEVICE_INTERFACE: &str = "org.gpuagent.Device1";
+
+/// The object path of schedulable device `index`.
+pub fn device_path(index: u32) -> String {
+    format!("{AGENT_PATH}/gpu/{index}")
+}
+
+/// The errors the daemon answers with, named `org.gpuagent.Agent1.Error.<Name>`.
+/// Each carries a message meant for a person.
+#[derive(Debug, zbus::DBusError)]
+#[zbus(prefix = "org.gpuagent.Agent1.Error")]
+pub enum AgentError {
+    /// A D-Bus failure that is not one of ours.
+    #[zbus(error)]
+    ZBus(zbus::Error),
+    /// A key, type or value of the request is wrong.
+    InvalidArgument(String),
+    /// No device of this host could ever run the task.
+    Unschedulable(String),
+    /// No task has this id.
+    NoSuchTask(String),
+    /// The caller may not do this.
+    AccessDenied(String),
+    /// No loaded policy has this name, or it refused to start.
+    UnknownPolicy(String),
+    /// The task is already finished.
+    NotCancellable(String),
+    /// The daemon is stopping and accepts nothing new.
+    ShuttingDown(String),
+    /// The daemon could not do it (storage, executor); nothing changed.
+    Failed(String),
+}
+
+/// The agent (`org.gpuagent.Agent1` on the root object).
+#[proxy(
+    interface = "org.gpuagent.Agent1",
+    default_service = "org.gpuagent.Agent1",
+    default_path = "/org/gpuagent/Agent1"
+)]
+pub trait Agent1 {
+    /// Queues a task; returns its id once it is stored.
+    fn submit(&self, spec: Dict) -> zbus::Result<String>;
+    /// Cancels a queued or running task.
+    fn cancel(&self, id: &str) -> zbus::Result<()>;
+    /// One task's dictionary.
+    fn get_task(&self, id: &str) -> zbus::Result<std::collections::HashMap<String, OwnedValue>>;
+    /// Every task in `state` (`""`: all), in submission order.
+    fn list_tasks(
+        &self,
+        state: &str,
+    ) -> zbus::Result<Vec<std::collections::HashMap<String, OwnedValue>>>;
+    /// The loaded policies: (name, description).
+    fn list_policies(&self) -> zbus::Result<Vec<(String, String)>>;
+    /// Makes `name` the active policy; queued tasks move to it.
+    fn set_policy(&self, name: &str) -> zbus::Result<()>;
+    /// Reads the daemon's configuration file again and re-scans its plugin
+    /// directory (admins); returns the changed keys that wait for the next start.
+    fn reload(&self) -> zbus::Result<Vec<String>>;
+    /// formats.md §4 metrics over the finished tasks.
+    fn metrics(&self) -> zbus::Result<std::collections::HashMap<String, OwnedValue>>;
+    /// A task changed state.
+    #[zbus(signal)]
+    fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;
+    /// The active policy.
+    #[zbus(property)]
+    fn policy(&self) -> zbus::Result<String>;
+    /// The daemon's version.
+    #[zbus(property)]
+    fn version(&self) -> zbus::Result<String>;
+    /// The GPU backend (`nvml` or `mock:<host file>`).
+    #[zbus(property)]
+    fn backend(&self) -> zbus::Result<String>;
+}
+
+/// One schedulable device (`org.gpuagent.Device1` at [`device_path`]).
+#[proxy(
+    interface = "org.gpuagent.Device1",
+    default_service = "org.gpuagent.Agent1"
+)]
+pub trait Device1 {
+    /// Device index.
+    #[zbus(property)]
+    fn index(&self) -> zbus::Result<u32>;
+    /// GPU UUID.
+    #[zbus(property)]
+    fn uuid(&self) -> zbus::Result<String>;
+    /// Product name.
+    #[zbus(property)]
+    fn name(&self) -> zbus::Result<String>;
+    /// Memory, GB.
+    #[zbus(property)]
+    fn memory_gb(&self) -> zbus::Result<f64>;
+    /// Work units per second at default clocks.
+    #[zbus(property)]
+    fn speed(&self) -> zbus::Result<f64>;
+    /// Current core clock, MHz.
+    #[zbus(property)]
+    fn core_clock_mhz(&self) -> zbus::Result<u32>;
+    /// Current memory clock, MHz.
+    #[zbus(property)]
+    fn mem_clock_mhz(&self) -> zbus::Result<u32>;
+    /// Power draw, W.
+    #[zbus(property)]
+    fn power_w(&self) -> zbus::Result<f64>;
+    /// Energy counter, J.
+    #[zbus(property)]
+    fn energy_j(&self) -> zbus::Result<f64>;
+    /// GPU utilisation, 0..1.
+    #[zbus(property)]
+    fn utilization(&self) -> zbus::Result<f64>;
+    /// Whether MIG mode is on.
+    #[zbus(property)]
+    fn mig_enabled(&self) -> zbus::Result<bool>;
+    /// The id of the task running on it, or `""`.
+    #[zbus(property)]
+    fn current_task(&self) -> zbus::Result<String>;
+}
+
+/// `name: message` of a D-Bus error reply, as the daemon sent it; other
+/// failures as zbus words them.
+pub fn describe_error(error: &zbus::Error) -> String {
+    match error {
+        zbus::Error::MethodError(name, Some(message), _) => format!("{name}: {message}"),
+        zbus::Error::MethodError(name, None, _) => name.to_string(),
+        zbus::Error::FDO(e) => e.to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,451 @@
+//! A task on the wire: the `Submit` spec and the task dictionary.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gpu_agent_core::task::{Rule, TaskSpec};
+use gpu_agent_plugin_api::AppModel;
+use serde::{Deserialize, Serialize};
+use zbus::zvariant::{OwnedValue, Value};
+
+/// A string-keyed dictionary of variants (`a{sv}`).
+pub type Dict = HashMap<String, OwnedValue>;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Stored, waiting for the policy.
+    Queued,
+    /// In a device's local queue.
+    Assigned,
+    /// Running on its devices.
+    Running,
+    /// Ended with exit status 0 (or its modelled time, when simulated).
+    Succeeded,
+    /// Ended otherwise, or could not start, or the daemon stopped it.
+    Failed,
+    /// Cancelled by its owner or an admin.
+    Cancelled,
+    /// Running when the daemon died.
+    Lost,
+    /// Refused by the policy.
+    Rejected,
+}
+
+impl TaskStatus {
+    /// Every state, in life order.
+    pub const ALL: [TaskStatus; 8] = [
+        TaskStatus::Queued,
+        TaskStatus::Assigned,
+        TaskStatus::Running,
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+        TaskStatus::Lost,
+        TaskStatus::Rejected,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Assigned => "assigned",
+            TaskStatus::Running => "running",
+            TaskStatus::Succeeded => "succeeded",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Lost => "lost",
+            TaskStatus::Rejected => "rejected",
+        }
+    }
+
+    /// The state named `name`, or an error listing the names.
+    pub fn parse(name: &str) -> Result<TaskStatus, String> {
+        TaskStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "unknown task state {name:?}; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// Whether the task has ended for good.
+    pub fn is_terminal(self) -> bool {
+        !matches!(
+            self,
+            TaskStatus::Queued | TaskStatus::Assigned | TaskStatus::Running
+        )
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a user submits (the `a{sv}` of `Submit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmitSpec {
+    /// Work units (> 0).
+    pub workload: f64,
+    /// Memory per device, GB (>= 0).
+    pub mem_gb: f64,
+    /// Deadline, seconds after submission (>= 0).
+    pub deadline: f64,
+    /// Priority weight (> 0).
+    pub weight: f64,
+    /// Devices needed at once (>= 1).
+    pub gpus: u32,
+    /// Other device counts it can also run on (the work divides evenly).
+    #[serde(default)]
+    pub gpus_alt: Vec<u32>,
+    /// DVFS application profile.
+    pub app: String,
+    /// Run time on each device at default clocks, seconds (empty: workload / speed).
+    pub runtimes: Vec<f64>,
+    /// Program and arguments (empty: a simulated task).
+    pub command: Vec<String>,
+    /// Extra environment of the command.
+    pub env: BTreeMap<String, String>,
+    /// A name for people.
+    pub name: String,
+    /// Queue the task again if the daemon dies while it runs.
+    pub requeue: bool,
+}
+
+/// The keys `Submit` takes, with their D-Bus types.
+const SPEC_KEYS: [(&str, &str, &str); 12] = [
+    ("workload", "d", "a number > 0"),
+    ("mem_gb", "d", "a number >= 0"),
+    ("deadline", "d", "a number >= 0 (seconds after submission)"),
+    ("weight", "d", "a number > 0"),
+    ("gpus", "u", "an integer >= 1"),
+    ("gpus_alt", "au", "other device counts >= 1"),
+    ("app", "s", "a DVFS profile name"),
+    ("runtimes", "ad", "numbers > 0 or inf"),
+    ("command", "as", "a non-empty argv"),
+    ("env", "a{ss}", "NAME -> value"),
+    ("name", "s", "a name"),
+    ("requeue", "b", "a boolean"),
+];
+
+impl SubmitSpec {
+    /// A spec with the four required values and every option at its default.
+    pub fn new(workload: f64, mem_gb: f64, deadline: f64, weight: f64) -> SubmitSpec {
+        SubmitSpec {
+            workload,
+            mem_gb,
+            deadline,
+            weight,
+            gpus: 1,
+            gpus_alt: Vec::new(),
+            app: "default".into(),
+            runtimes: Vec::new(),
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            name: String::new(),
+            requeue: false,
+        }
+    }
+
+    /// The `a{sv}` form; options at their default are left out.
+    pub fn to_dict(&self) -> Dict {
+        let mut d = Dict::new();
+        self.insert_into(&mut d);
+        d
+    }
+
+    fn insert_into(&self, d: &mut Dict) {
+        d.insert("workload".into(), owned(self.workload));
+        d.insert("mem_gb".into(), owned(self.mem_gb));
+        d.insert("deadline".into(), owned(self.deadline));
+        d.insert("weight".into(), owned(self.weight));
+        if self.gpus != 1 {
+            d.insert("gpus".into(), owned(self.gpus));
+        }
+        if !self.gpus_alt.is_empty() {
+            d.insert("gpus_alt".into(), owned(self.gpus_alt.clone()));
+        }
+        if self.app != "default" {
+            d.insert("app".into(), owned(self.app.as_str()));
+        }
+        if !self.runtimes.is_empty() {
+            d.insert("runtimes".into(), owned(self.runtimes.clone()));
+        }
+        if !self.command.is_empty() {
+            d.insert("command".into(), owned(self.command.clone()));
+        }
+        if !self.env.is_empty() {
+            let env: HashMap<String, String> = self.env.clone().into_iter().collect();
+            d.insert("env".into(), owned(env));
+        }
+        if !self.name.is_empty() {
+            d.insert("name".into(), owned(self.name.as_str()));
+        }
+        if self.requeue {
+            d.insert("requeue".into(), owned(true));
+        }
+    }
+
+    /// Reads a `Submit` dictionary strictly: every required key present, every
+    /// key known and of its type, every number in range. The error names the
+    /// key and what was expected.
+    pub fn from_dict(dict: &Dict) -> Result<SubmitSpec, String> {
+        let mut keys: Vec<&String> = dict.keys().collect();
+        keys.sort();
+        for key in keys {
+            let Some((_, sig, what)) = SPEC_KEYS.iter().find(|(k, _, _)| k == key) else {
+                let known: Vec<_> = SPEC_KEYS.iter().map(|(k, _, _)| *k).collect();
+                return Err(format!(
+                    "unknown key {key:?}; the keys are {}",
+                    known.join(", ")
+                ));
+            };
+            let got = dict[key].value_signature().to_string();
+            if got != *sig {
+                return Err(format!(
+                    "key {key:?}: expected type {sig} ({what}), got {got}"
+                ));
+            }
+        }
+        let required = |key: &str| -> Result<f64, String> {
+            let v = dict
+                .get(key)
+                .ok_or_else(|| format!("missing required key {key:?} (d)"))?;
+            Ok(f64::try_from(&**v).expect("signature checked"))
+        };
+        let mut spec = SubmitSpec::new(
+            required("workload")?,
+            required("mem_gb")?,
+            required("deadline")?,
+            required("weight")?,
+        );
+        if let Some(v) = dict.get("gpus") {
+            spec.gpus = u32::try_from(&**v).expect("signature checked");
+        }
+        if let Some(v) = dict.get("gpus_alt") {
+            spec.gpus_alt = Vec::<u32>::try_from(clone(v)).expect("signature checked");
+        }
+        if let Some(v) = dict.get("app") {
+            spec.app = string(v);
+        }
+        if let Some(v) = dict.get("runtimes") {
+            spec.runtimes = Vec::<f64>::try_from(clone(v)).expect("signature checked");
+        }
+        if let Some(v) = dict.get("command") {
+            spec.command = Vec::<String>::try_from(clone(v)).expect("signature checked");
+        }
+        if let Some(v) = dict.get("env") {
+            let env = HashMap::<String, String>::try_from(clone(v)).expect("signature checked");
+            spec.env = env.into_iter().collect();
+        }
+        if let Some(v) = dict.get("name") {
+            spec.name = string(v);
+        }
+        if let Some(v) = dict.get("requeue") {
+            spec.requeue = bool::try_from(&**v).expect("signature checked");
+        }
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// Checks every value's range.
+    pub fn check(&self) -> Result<(), String> {
+        let number = |key: &str, x: f64, rule: Rule| {
+            if rule.accepts(x) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "key {key:?}: expected {}, got {x}",
+                    rule.describe()
+                ))
+            }
+        };
+        number("workload", self.workload, Rule::WORKLOAD)?;
+        number("mem_gb", self.mem_gb, Rule::MEM_GB)?;
+        number("deadline", self.deadline, Rule::RELATIVE_DEADLINE)?;
+        number("weight", self.weight, Rule::WEIGHT)?;
+        if self.gpus == 0 {
+            return Err("key \"gpus\": expected an integer >= 1, got 0".into());
+        }
+        if let Some(r) = self.runtimes.iter().find(|&&r| !Rule::RUNTIME.accepts(r)) {
+            return Err(format!(
+                "key \"runtimes\": expected numbers > 0 or inf, got {r}"
+            ));
+        }
+        if self.app.is_empty() {
+            return Err("key \"app\": expected a DVFS profile name, got \"\"".into());
+        }
+        if self.command.first().is_some_and(|p| p.is_empty()) {
+            return Err("key \"command\": expected a program name first, got \"\"".into());
+        }
+        if let Some(k) = self
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+        {
+            return Err(format!(
+                "key \"env\": expected variable names without '=', got {k:?}"
+            ));
+        }
+        if let Some(s) = self
+            .command
+            .iter()
+            .chain(self.env.values())
+            .find(|s| s.contains('\0'))
+        {
+            return Err(format!("key \"command\"/\"env\": NUL byte in {s:?}"));
+        }
+        Ok(())
+    }
+}
+
+impl SubmitSpec {
+    /// The task the core schedules: `id`, arriving at `arrival`, due
+    /// `deadline` seconds after `submitted` (both on the core's clock; a task
+    /// queued again after a restart arrives later than it was submitted), with
+    /// the profile `app` that `self.app` names.
+    pub fn to_task(&self, id: String, arrival: f64, submitted: f64, app: AppModel) -> TaskSpec {
+        TaskSpec {
+            id,
+            arrival,
+            workload: self.workload,
+            mem_gb: self.mem_gb,
+            deadline: submitted + self.deadline,
+            weight: self.weight,
+            gpus: self.gpus,
+            alt_gpus: self.gpus_alt.clone(),
+            runtimes: self.runtimes.clone(),
+            app,
+        }
+    }
+}
+
+/// A task as `GetTask` and `ListTasks` report it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    /// The daemon's id.
+    pub id: String,
+    /// Where it is.
+    pub state: TaskStatus,
+    /// Who submitted it.
+    pub owner_uid: u32,
+    /// The devices it was started on (empty before).
+    pub devices: Vec<u32>,
+    /// Submission time, unix seconds.
+    pub submitted: f64,
+    /// Start time, unix seconds.
+    pub started: Option<f64>,
+    /// End time, unix seconds.
+    pub finished: Option<f64>,
+    /// The command's exit code (a signal `n` reads as 128 + n).
+    pub exit_code: Option<i32>,
+    /// GPU energy over its run, J.
+    pub energy_j: Option<f64>,
+    /// Why it failed, was rejected or lost.
+    pub reason: Option<String>,
+    /// What was submitted.
+    pub spec: SubmitSpec,
+}
+
+impl TaskInfo {
+    /// The `a{sv}` form: the task's own keys and its spec's.
+    pub fn to_dict(&self) -> Dict {
+        let mut d = Dict::new();
+        self.spec.insert_into(&mut d);
+        // `name` is always there, even when empty.
+        d.insert("name".into(), owned(self.spec.name.as_str()));
+        d.insert("id".into(), owned(self.id.as_str()));
+        d.insert("state".into(), owned(self.state.as_str()));
+        d.insert("owner_uid".into(), owned(self.owner_uid));
+        d.insert("devices".into(), owned(self.devices.clone()));
+        d.insert("submitted".into(), owned(self.submitted));
+        if let Some(t) = self.started {
+            d.insert("started".into(), owned(t));
+        }
+        if let Some(t) = self.finished {
+            d.insert("finished".into(), owned(t));
+        }
+        if let Some(c) = self.exit_code {
+            d.insert("exit_code".into(), owned(c));
+        }
+        if let Some(e) = self.energy_j {
+            d.insert("energy_j".into(), owned(e));
+        }
+        if let Some(r) = &self.reason {
+            d.insert("reason".into(), owned(r.as_str()));
+        }
+        d
+    }
+
+    /// Reads a task dictionary; keys this client does not know are ignored.
+    pub fn from_dict(dict: &Dict) -> Result<TaskInfo, String> {
+        let get = |key: &str| {
+            dict.get(key)
+                .ok_or_else(|| format!("task dictionary without {key:?}"))
+        };
+        let wrong = |key: &str| format!("task dictionary: {key:?} has the wrong type");
+        let opt_f64 = |key: &str| -> Result<Option<f64>, String> {
+            dict.get(key)
+                .map(|v| f64::try_from(&**v).map_err(|_| wrong(key)))
+                .transpose()
+        };
+        let spec_dict: Dict = dict
+            .iter()
+            .filter(|(k, _)| SPEC_KEYS.iter().any(|(s, _, _)| s == k))
+            .map(|(k, v)| (k.clone(), clone(v)))
+            .collect();
+        let spec =
+            SubmitSpec::from_dict(&spec_dict).map_err(|e| format!("task dictionary: {e}"))?;
+        Ok(TaskInfo {
+            id: <&str>::try_from(&**get("id")?)
+                .map_err(|_| wrong("id"))?
+                .to_string(),
+            state: TaskStatus::parse(
+                <&str>::try_from(&**get("state")?).map_err(|_| wrong("state"))?,
+            )?,
+            owner_uid: u32::try_from(&**get("owner_uid")?).map_err(|_| wrong("owner_uid"))?,
+            devices: Vec::<u32>::try_from(clone(get("devices")?)).map_err(|_| wrong("devices"))?,
+            submitted: f64::try_from(&**get("submitted")?).map_err(|_| wrong("submitted"))?,
+            started: opt_f64("started")?,
+            finished: opt_f64("finished")?,
+            exit_code: dict
+                .get("exit_code")
+                .map(|v| i32::try_from(&**v).map_err(|_| wrong("exit_code")))
+                .transpose()?,
+            energy_j: opt_f64("energy_j")?,
+            reason: dict
+                .get("reason")
+                .map(|v| {
+                    <&str>::try_from(&**v)
+                        .map(str::to_string)
+                        .map_err(|_| wrong("reason"))
+                })
+                .transpose()?,
+            spec,
+        })
+    }
+}
+
+/// A variant holding `v`.
+pub(super) fn owned<'a>(v: impl Into<Value<'a>>) -> OwnedValue {
+    v.into()
+        .try_into_owned()
+        .expect("values without file descriptors always convert")
+}
+
+fn clone(v: &OwnedValue) -> OwnedValue {
+    v.try_clone()
+        .expect("values without file descriptors always clone")
+}
+
+fn string(v: &OwnedValue) -> String {
+    <&str>::try_from(&**v)
+        .expect("signature checked")
+        .to_string()
+}

@@ -1,0 +1,156 @@
+//! Round trips through the wire forms.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn full_spec() -> SubmitSpec {
+    SubmitSpec {
+        workload: 12.5,
+        mem_gb: 30.0,
+        deadline: 600.0,
+        weight: 2.0,
+        gpus: 2,
+        gpus_alt: vec![1, 4],
+        app: "nbody".into(),
+        runtimes: vec![10.0, f64::INFINITY],
+        command: vec!["/bin/sh".into(), "-c".into(), "true".into()],
+        env: BTreeMap::from([("A".into(), "b".into())]),
+        name: "train".into(),
+        requeue: true,
+    }
+}
+
+#[test]
+fn spec_round_trips() {
+    let spec = full_spec();
+    assert_eq!(SubmitSpec::from_dict(&spec.to_dict()).unwrap(), spec);
+    let minimal = SubmitSpec::new(1.0, 0.0, 0.0, 1.0);
+    assert_eq!(minimal.to_dict().len(), 4);
+    assert_eq!(SubmitSpec::from_dict(&minimal.to_dict()).unwrap(), minimal);
+}
+
+#[test]
+fn spec_refusals_name_the_key() {
+    let base = SubmitSpec::new(1.0, 1.0, 60.0, 1.0).to_dict();
+    let with = |key: &str, v: OwnedValue| {
+        let mut d = base.clone();
+        d.insert(key.into(), v);
+        SubmitSpec::from_dict(&d).unwrap_err()
+    };
+    let without = |key: &str| {
+        let mut d = base.clone();
+        d.remove(key);
+        SubmitSpec::from_dict(&d).unwrap_err()
+    };
+    assert_eq!(without("weight"), "missing required key \"weight\" (d)");
+    assert_eq!(
+        with("workload", task::owned("ten")),
+        "key \"workload\": expected type d (a number > 0), got s"
+    );
+    assert_eq!(
+        with("gpus", task::owned(2i32)),
+        "key \"gpus\": expected type u (an integer >= 1), got i"
+    );
+    assert_eq!(
+        with("workload", task::owned(f64::NAN)),
+        "key \"workload\": expected a number > 0, got NaN"
+    );
+    assert_eq!(
+        with("deadline", task::owned(f64::INFINITY)),
+        "key \"deadline\": expected a number >= 0, got inf"
+    );
+    assert_eq!(
+        with("weight", task::owned(0.0)),
+        "key \"weight\": expected a number > 0, got 0"
+    );
+    assert_eq!(
+        with("gpus", task::owned(0u32)),
+        "key \"gpus\": expected an integer >= 1, got 0"
+    );
+    assert!(with("colour", task::owned("red"))
+        .starts_with("unknown key \"colour\"; the keys are workload, mem_gb,"));
+    assert_eq!(
+        with("runtimes", task::owned(vec![1.0, -1.0])),
+        "key \"runtimes\": expected numbers > 0 or inf, got -1"
+    );
+}
+
+#[test]
+fn task_info_round_trips() {
+    let info = TaskInfo {
+        id: "t7".into(),
+        state: TaskStatus::Succeeded,
+        owner_uid: 1000,
+        devices: vec![0, 2],
+        submitted: 1.7e9,
+        started: Some(1.7e9 + 1.0),
+        finished: Some(1.7e9 + 5.0),
+        exit_code: Some(0),
+        energy_j: Some(1234.5),
+        reason: None,
+        spec: full_spec(),
+    };
+    assert_eq!(TaskInfo::from_dict(&info.to_dict()).unwrap(), info);
+    let queued = TaskInfo {
+        state: TaskStatus::Queued,
+        devices: vec![],
+        started: None,
+        finished: None,
+        exit_code: None,
+        energy_j: None,
+        reason: Some("why".into()),
+        spec: SubmitSpec::new(1.0, 0.0, 1.0, 1.0),
+        ..info
+    };
+    let d = queued.to_dict();
+    assert!(!d.contains_key("started") && d.contains_key("name"));
+    assert_eq!(TaskInfo::from_dict(&d).unwrap(), queued);
+}
+
+#[test]
+fn states_parse_by_name() {
+    for s in TaskStatus::ALL {
+        assert_eq!(TaskStatus::parse(s.as_str()).unwrap(), s);
+    }
+    assert_eq!(
+        TaskStatus::parse("done").unwrap_err(),
+        "unknown task state \"done\"; expected one of queued, assigned, running, succeeded, failed, cancelled, lost, rejected"
+    );
+}
+
+#[test]
+fn device_and_metrics_round_trip() {
+    let dev = DeviceStatus {
+        index: 3,
+        uuid: "GPU-x".into(),
+        name: "Tesla T4".into(),
+        memory_gb: 16.0,
+        speed: 0.25,
+        core_clock_mhz: 585,
+        mem_clock_mhz: 5001,
+        power_w: 9.5,
+        energy_j: 100.0,
+        utilization: 0.0,
+        mig_enabled: false,
+        current_task: "".into(),
+    };
+    assert_eq!(DeviceStatus::from_dict(&dev.to_dict()).unwrap(), dev);
+    let m = gpu_agent_core::metrics::Metrics {
+        policy: "fifo".into(),
+        tasks: 3,
+        rejected: vec![gpu_agent_core::metrics::Rejection {
+            id: "a".into(),
+            reason: "b".into(),
+        }],
+        twt: 1.0,
+        twct: 2.0,
+        act: 3.0,
+        dmc: 1,
+        dmr: 0.5,
+        utilization: 0.25,
+        makespan: 9.0,
+        energy_j: 10.0,
+    };
+    assert_eq!(metrics_from_dict(&metrics_to_dict(&m)).unwrap(), m);
+}

@@ -1,0 +1,358 @@
+//! Workload traces (formats.md §1): CSV, one task a row.
+
+use std::{collections::HashMap, path::Path};
+
+use gpu_agent_core::apps::{AppLibrary, DEFAULT_APP};
+use gpu_agent_core::host::Host;
+use gpu_agent_core::task::{Rule, TaskSpec};
+
+use super::InputError;
+
+/// A loaded trace: tasks in file order.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// The tasks, in file order.
+    pub tasks: Vec<TraceTask>,
+    /// Things worth telling the user that are not errors (unknown columns).
+    pub warnings: Vec<String>,
+}
+
+/// One row of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceTask {
+    /// The line it came from (1-based).
+    pub line: u64,
+    /// The task.
+    pub spec: TaskSpec,
+    /// What a real executor would run.
+    pub command: Option<String>,
+}
+
+const REQUIRED: [&str; 6] = ["id", "arrival", "workload", "mem_gb", "deadline", "weight"];
+const OPTIONAL: [&str; 5] = ["gpus", "gpus_alt", "runtimes", "app", "command"];
+
+impl Trace {
+    /// Reads and checks a trace against `host` (for `runtimes`) and `apps`.
+    pub fn load(path: &Path, host: &Host, apps: &AppLibrary) -> Result<Trace, InputError> {
+        let file = std::fs::File::open(path)
+            .map_err(|e| InputError::at(path, None, None, format!("cannot read: {e}")))?;
+        Trace::parse(path, file, host, apps)
+    }
+
+    /// Parses a trace from `reader`; `path` only names it in errors.
+    pub fn parse(
+        path: &Path,
+        reader: impl std::io::Read,
+        host: &Host,
+        apps: &AppLibrary,
+    ) -> Result<Trace, InputError> {
+        let mut csv = csv::ReaderBuilder::new()
+            .comment(Some(b'#'))
+            .trim(csv::Trim::All)
+            .from_reader(reader);
+        let csv_error = |e: csv::Error| {
+            let line = e.position().map(|p| p.line());
+            let message = match e.kind() {
+                csv::ErrorKind::UnequalLengths {
+                    expected_len, len, ..
+                } => {
+                    format!("expected {expected_len} fields like the header, got {len}")
+                }
+                _ => e.to_string(),
+            };
+            InputError::at(path, line, None, message)
+        };
+        let headers = csv.headers().map_err(csv_error)?.clone();
+        let column = |name: &str| headers.iter().position(|h| h == name);
+        let mut warnings = Vec::new();
+        for h in headers
+            .iter()
+            .filter(|h| !REQUIRED.contains(h) && !OPTIONAL.contains(h))
+        {
+            warnings.push(format!("{}: ignoring unknown column {h:?}", path.display()));
+        }
+        let mut required = [0usize; REQUIRED.len()];
+        for (slot, name) in required.iter_mut().zip(REQUIRED) {
+            *slot = column(name).ok_or_else(|| {
+                InputError::at(
+                    path,
+                    Some(1),
+                    None,
+                    format!("missing required column {name:?}"),
+                )
+            })?;
+        }
+        let [id_col, arrival_col, workload_col, mem_col, deadline_col, weight_col] = required;
+        let (gpus_col, alt_col, runtimes_col, app_col, command_col) = (
+            column("gpus"),
+            column("gpus_alt"),
+            column("runtimes"),
+            column("app"),
+            column("command"),
+        );
+
+        let mut tasks = Vec::new();
+        let mut lines_by_id: HashMap<String, u64> = HashMap::new();
+        let mut record = csv::StringRecord::new();
+        while csv.read_record(&mut record).map_err(csv_error)? {
+            let line = record.position().map_or(0, |p| p.line());
+            let err = |col: &str, msg: String| {
+                InputError::at(path, Some(line), Some(format!("column {col}")), msg)
+            };
+            let field = |i: usize| record.get(i).unwrap_or("");
+            let number = |i: usize, name: &str, rule: Rule| {
+                let text = field(i);
+                match text.parse::<f64>() {
+                    Ok(x) if rule.accepts(x) => Ok(x),
+                    _ => Err(err(
+                        name,
+                        format!("expected {}, got {text:?}", rule.describe()),
+                    )),
+                }
+            };
+
+            let id = field(id_col).to_string();
+            if id.is_empty() {
+                return Err(err("id", "expected a non-empty id".into()));
+            }
+            if let Some(first) = lines_by_id.insert(id.clone(), line) {
+                return Err(err(
+                    "id",
+                    format!("duplicate id {id:?} (first on line {first})"),
+                ));
+            }
+            let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
+                None => 1,
+                Some(text) => match text.parse::<u32>() {
+                    Ok(g) if g >= 1 => g,
+                    _ => {
+                        return Err(err(
+                            "gpus",
+                            format!("expected an integer >= 1, got {text:?}"),
+                        ))
+                    }
+                },
+            };
+            let alt_gpus = match alt_col.map(field).filter(|s| !s.is_empty()) {
+                None => Vec::new(),
+                Some(text) => text
+                    .split(';')
+                    .map(|v| v.trim().parse::<u32>().ok())
+                    .collect::<Option<Vec<u32>>>()
+                    .ok_or_else(|| {
+                        err(
+                            "gpus_alt",
+                            format!("expected ';'-separated integers >= 1, got {text:?}"),
+                        )
+                    })?,
+            };
+            let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
+                None => Vec::new(),
+                Some(text) => {
+                    let values: Vec<f64> = text
+                        .split(';')
+                        .map(|v| {
+                            v.trim()
+                                .parse::<f64>()
+                                .ok()
+                                .filter(|&x| Rule::RUNTIME.accepts(x))
+                        })
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| {
+                            err(
+                                "runtimes",
+                                format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
+                            )
+                        })?;
+                    if values.len() != host.devices.len() {
+                        return Err(err(
+                            "runtimes",
+                            format!(
+                                "expected {} values (one per device of the host), got {}",
+                                host.devices.len(),
+                                values.len()
+                            ),
+                        ));
+                    }
+                    values
+                }
+            };
+            let app_name = app_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .unwrap_or(DEFAULT_APP);
+            let app = apps.get(app_name).ok_or_else(|| {
+                err(
+                    "app",
+                    format!(
+                        "unknown application profile {app_name:?}; known: {}",
+                        apps.names().join(", ")
+                    ),
+                )
+            })?;
+            let spec = TaskSpec {
+                id,
+                arrival: number(arrival_col, "arrival", Rule::ARRIVAL)?,
+                workload: number(workload_col, "workload", Rule::WORKLOAD)?,
+                mem_gb: number(mem_col, "mem_gb", Rule::MEM_GB)?,
+                deadline: number(deadline_col, "deadline", Rule::DEADLINE)?,
+                weight: number(weight_col, "weight", Rule::WEIGHT)?,
+                gpus,
+                alt_gpus,
+                runtimes,
+                app: app.clone(),
+            };
+            if let Some(problem) = spec.alt_gpus_problem() {
+                return Err(err("gpus_alt", problem));
+            }
+            let command = command_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned);
+            tasks.push(TraceTask {
+                line,
+                spec,
+                command,
+            });
+        }
+        Ok(Trace { tasks, warnings })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> Host {
+        crate::input::host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
+        )
+        .unwrap()
+    }
+
+    fn parse(text: &str) -> Result<Trace, String> {
+        Trace::parse(
+            Path::new("trace.csv"),
+            text.as_bytes(),
+            &host(),
+            &AppLibrary::default(),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_rows_in_order_with_optional_columns() {
+        let t = parse(
+            "# a comment\nid,arrival,workload,mem_gb,deadline,weight,gpus,runtimes,app,extra\n\
+             a,0,10,4,20,1,,,,x\n\
+             b,1.5,3,8,9,2,2,4;inf,default,y\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.warnings,
+            vec!["trace.csv: ignoring unknown column \"extra\""]
+        );
+        let a = &t.tasks[0];
+        assert_eq!(
+            (
+                a.line,
+                a.spec.id.as_str(),
+                a.spec.gpus,
+                a.spec.runtimes.len()
+            ),
+            (3, "a", 1, 0)
+        );
+        let b = &t.tasks[1].spec;
+        assert_eq!(
+            (b.arrival, b.workload, b.mem_gb, b.deadline, b.weight, b.gpus),
+            (1.5, 3.0, 8.0, 9.0, 2.0, 2)
+        );
+        assert_eq!(b.runtimes, vec![4.0, f64::INFINITY]);
+    }
+
+    #[test]
+    fn bad_rows_are_named() {
+        let head = "id,arrival,workload,mem_gb,deadline,weight\n";
+        let cases = [
+            (
+                "a,0,1,1,1,1\nb,0,abc,1,1,1\n",
+                "trace.csv:3: column workload: expected a number > 0, got \"abc\"",
+            ),
+            (
+                "a,-1,1,1,1,1\n",
+                "trace.csv:2: column arrival: expected a number >= 0, got \"-1\"",
+            ),
+            (
+                "a,0,1,1,NaN,1\n",
+                "trace.csv:2: column deadline: expected a finite number, got \"NaN\"",
+            ),
+            (
+                "a,0,1,1,1,inf\n",
+                "trace.csv:2: column weight: expected a number > 0, got \"inf\"",
+            ),
+            (
+                "a,0,1,1,1,1\na,0,1,1,1,1\n",
+                "trace.csv:3: column id: duplicate id \"a\" (first on line 2)",
+            ),
+            (
+                "a,0,1,1,1\n",
+                "trace.csv:2: expected 6 fields like the header, got 5",
+            ),
+        ];
+        for (rows, expected) in cases {
+            assert_eq!(parse(&format!("{head}{rows}")).unwrap_err(), expected);
+        }
+        assert_eq!(
+            parse("id,arrival,workload,mem_gb,deadline\n").unwrap_err(),
+            "trace.csv:1: missing required column \"weight\""
+        );
+        let alt = "id,arrival,workload,mem_gb,deadline,weight,gpus,gpus_alt\n";
+        for (row, expected) in [
+            (
+                "a,0,1,1,1,1,2,1;x",
+                "expected ';'-separated integers >= 1, got \"1;x\"",
+            ),
+            (
+                "a,0,1,1,1,1,2,1;2",
+                "expected distinct device counts >= 1 other than gpus (2), got 2",
+            ),
+            (
+                "a,0,1,1,1,1,1,4;4",
+                "expected distinct device counts >= 1 other than gpus (1), got 4",
+            ),
+            (
+                "a,0,1,1,1,1,1,0",
+                "expected distinct device counts >= 1 other than gpus (1), got 0",
+            ),
+        ] {
+            assert_eq!(
+                parse(&format!("{alt}{row}\n")).unwrap_err(),
+                format!("trace.csv:2: column gpus_alt: {expected}")
+            );
+        }
+        assert_eq!(
+            parse(&format!("{alt}a,0,1,1,1,1,2,1;4\n")).unwrap().tasks[0]
+                .spec
+                .alt_gpus,
+            [1, 4]
+        );
+        let with = "id,arrival,workload,mem_gb,deadline,weight,gpus,runtimes,app\n";
+        assert_eq!(
+            parse(&format!("{with}a,0,1,1,1,1,0,,\n")).unwrap_err(),
+            "trace.csv:2: column gpus: expected an integer >= 1, got \"0\""
+        );
+        assert_eq!(
+            parse(&format!("{with}a,0,1,1,1,1,1,3,\n")).unwrap_err(),
+            "trace.csv:2: column runtimes: expected 2 values (one per device of the host), got 1"
+        );
+        assert_eq!(
+            parse(&format!("{with}a,0,1,1,1,1,1,3;-2,\n")).unwrap_err(),
+            "trace.csv:2: column runtimes: expected ';'-separated numbers > 0 or inf, got \"3;-2\""
+        );
+        assert_eq!(
+            parse(&format!("{with}a,0,1,1,1,1,1,,bfs\n")).unwrap_err(),
+            "trace.csv:2: column app: unknown application profile \"bfs\"; known: default"
+        );
+    }
+}

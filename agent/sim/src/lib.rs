@@ -1,0 +1,18 @@
+//! The offline side of gpu-agent: reading hosts, traces and DVFS profiles,
+//! replaying a trace through the scheduler core on a virtual clock, writing
+//! schedules, and converting published workloads.
+//!
+//! - [`input`]: the file readers (formats.md §1, §2, §6), errors naming
+//!   file, line and field;
+//! - [`replay`]: the simulator ([`simulate`]);
+//! - [`schedule`]: the schedule CSV (formats.md §3);
+//! - [`import`]: Alibaba's GPU trace and the SOS workload as a host and a trace;
+//! - [`atomic`]: files written whole or not at all.
+
+pub mod atomic;
+pub mod import;
+pub mod input;
+pub mod replay;
+pub mod schedule;
+
+pub use replay::{simulate, Outcome, SchedulingTime, SimError};

@@ -1,0 +1,313 @@
+//! The offline simulator: replays a trace through the scheduler core with a
+//! virtual clock and an event heap.
+//!
+//! At equal times, finishes come first (they free devices), then arrivals in
+//! trace order, then policy wake-ups. A task runs exactly its modelled time; it
+//! draws the DVFS model's power for its app at its clocks, and an idle device
+//! draws its catalogue idle power.
+
+use std::{
+    cmp::{Ordering, Reverse},
+    collections::{BinaryHeap, HashSet},
+    time::{Duration, Instant},
+};
+
+use gpu_agent_plugin_api::TaskKey;
+
+use gpu_agent_core::apps::power_w;
+use gpu_agent_core::host::Host;
+use gpu_agent_core::metrics::{self, Completed, Metrics, Rejection};
+use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_core::{Action, Core, Input};
+
+use crate::input::trace::Trace;
+use crate::schedule::ScheduleRow;
+
+/// Why a simulation could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Tasks were left that nothing would ever start.
+    #[error("{policy}: {count} task(s) could never start (first: {first})")]
+    Stranded {
+        /// Policy in charge at the end.
+        policy: String,
+        /// How many.
+        count: usize,
+        /// The first one's id.
+        first: String,
+    },
+}
+
+/// The result of replaying a trace under one policy.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Metrics over the run.
+    pub metrics: Metrics,
+    /// One row per task and device, in start order.
+    pub schedule: Vec<ScheduleRow>,
+    /// Policy faults that made the core fall back to FIFO, as `policy: reason`.
+    pub faults: Vec<String>,
+    /// Time spent deciding.
+    pub scheduling: SchedulingTime,
+}
+
+/// The wall time the scheduler core (the policy included) took over a replay:
+/// the only part of a simulation that is not deterministic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct SchedulingTime {
+    /// Wall time inside the core's submit and handle calls, seconds.
+    pub wall_s: f64,
+    /// Decision points: calls into the core (arrivals, finishes, wake-ups).
+    pub decision_points: u64,
+}
+
+impl SchedulingTime {
+    /// Decision points per second of scheduling time.
+    pub fn decisions_per_s(&self) -> f64 {
+        self.decision_points as f64 / self.wall_s
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Due {
+    Finish(TaskKey),
+    Timer,
+}
+
+#[derive(Debug)]
+struct Entry {
+    time: f64,
+    seq: u64,
+    due: Due,
+}
+
+impl Entry {
+    fn rank(&self) -> u8 {
+        match self.due {
+            Due::Finish(_) => 0,
+            Due::Timer => 2,
+        }
+    }
+}
+
+const ARRIVAL_RANK: u8 = 1;
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.time
+            .total_cmp(&other.time)
+            .then(self.rank().cmp(&other.rank()))
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+
+/// Replays `trace` on `host` under `policy`; `progress` is told how many tasks
+/// have arrived so far.
+pub fn simulate(
+    host: &Host,
+    trace: &Trace,
+    policy: PolicyInstance,
+    mut progress: impl FnMut(usize),
+) -> Result<Outcome, SimError> {
+    let policy_name = policy.name.clone();
+    let mut core = Core::new(host.devices.clone(), policy);
+    // Arrival order, ties in trace order; the core numbers tasks in this order.
+    let mut order: Vec<usize> = (0..trace.tasks.len()).collect();
+    order.sort_by(|&a, &b| {
+        trace.tasks[a]
+            .spec
+            .arrival
+            .total_cmp(&trace.tasks[b].spec.arrival)
+    });
+
+    let mut run = Run {
+        host,
+        now: 0.0,
+        heap: BinaryHeap::new(),
+        seq: 0,
+        timers: HashSet::new(),
+        schedule: Vec::new(),
+        completed: Vec::new(),
+        rejected: Vec::new(),
+        faults: Vec::new(),
+        busy_s: vec![0.0; host.devices.len()],
+    };
+    let mut next = 0;
+    let mut clock = Stopwatch::default();
+    loop {
+        let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
+        let heap_first = run.heap.peek().is_some_and(|Reverse(e)| {
+            arrival.is_none_or(|a| (e.time, e.rank()) < (a, ARRIVAL_RANK))
+        });
+        let (now, actions) = if heap_first {
+            let Reverse(entry) = run.heap.pop().expect("peeked");
+            let input = match entry.due {
+                Due::Finish(task) => Input::Finished { task, ok: true },
+                Due::Timer => {
+                    run.timers.remove(&entry.time.to_bits());
+                    Input::Timer
+                }
+            };
+            (entry.time, clock.time(|| core.handle(entry.time, input)))
+        } else if let Some(a) = arrival {
+            let spec = trace.tasks[order[next]].spec.clone();
+            next += 1;
+            progress(next);
+            (a, clock.time(|| core.submit(a, spec).1))
+        } else if core.unfinished() > 0 {
+            let actions = clock.time(|| core.handle(run.now, Input::Stalled));
+            if !actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
+                )
+            }) {
+                let first = core
+                    .pending()
+                    .first()
+                    .map(|&k| core.task(k).id.to_string())
+                    .unwrap_or_default();
+                return Err(SimError::Stranded {
+                    policy: core.policy_name().into(),
+                    count: core.unfinished(),
+                    first,
+                });
+            }
+            (run.now, actions)
+        } else {
+            break;
+        };
+        run.now = now;
+        run.apply(&core, actions);
+    }
+
+    let busy_j: f64 = run.schedule.iter().map(|r| r.energy_j).sum();
+    let energy = |from, to| metrics::energy_with_idle(&host.devices, &run.busy_s, busy_j, from, to);
+    let metrics = Metrics::compute(
+        &policy_name,
+        trace.tasks.len(),
+        run.rejected,
+        &run.completed,
+        host.devices.len(),
+        energy,
+    );
+    Ok(Outcome {
+        metrics,
+        schedule: run.schedule,
+        faults: run.faults,
+        scheduling: SchedulingTime {
+            wall_s: clock.total.as_secs_f64(),
+            decision_points: clock.calls,
+        },
+    })
+}
+
+/// Adds up the wall time of the calls it times.
+#[derive(Default)]
+struct Stopwatch {
+    total: Duration,
+    calls: u64,
+}
+
+impl Stopwatch {
+    fn time<T>(&mut self, call: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let result = call();
+        self.total += started.elapsed();
+        self.calls += 1;
+        result
+    }
+}
+
+/// The simulator's bookkeeping while it runs.
+struct Run<'h> {
+    host: &'h Host,
+    now: f64,
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// Wake-up times already in the heap (as bits), so each is delivered once.
+    timers: HashSet<u64>,
+    schedule: Vec<ScheduleRow>,
+    completed: Vec<Completed>,
+    rejected: Vec<Rejection>,
+    faults: Vec<String>,
+    /// Seconds each device spent running tasks.
+    busy_s: Vec<f64>,
+}
+
+impl Run<'_> {
+    fn push(&mut self, time: f64, due: Due) {
+        self.seq += 1;
+        self.heap.push(Reverse(Entry {
+            time,
+            seq: self.seq,
+            due,
+        }));
+    }
+
+    fn apply(&mut self, core: &Core, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Start {
+                    task,
+                    devices,
+                    clocks,
+                    runtime,
+                } => {
+                    let t = core.task(task);
+                    let (start, end) = (self.now, self.now + runtime);
+                    for &d in &devices {
+                        let model = self.host.devices[d as usize].model;
+                        self.busy_s[d as usize] += runtime;
+                        self.schedule.push(ScheduleRow {
+                            id: t.id.to_string(),
+                            gpu: d,
+                            start,
+                            end,
+                            core_mhz: model.clocks_mhz(clocks).0,
+                            mem_mhz: model.clocks_mhz(clocks).1,
+                            energy_j: power_w(&t.app, model, clocks) * runtime,
+                        });
+                    }
+                    self.completed.push(Completed {
+                        arrival: t.arrival,
+                        deadline: t.deadline,
+                        weight: t.weight,
+                        start,
+                        end,
+                        devices: devices.len(),
+                    });
+                    self.push(end, Due::Finish(task));
+                }
+                Action::Reject { task, reason } => {
+                    self.rejected.push(Rejection {
+                        id: core.task(task).id.to_string(),
+                        reason,
+                    });
+                }
+                Action::WakeAt { time } => {
+                    if self.timers.insert(time.to_bits()) {
+                        self.push(time, Due::Timer);
+                    }
+                }
+                Action::PolicyFault { policy, reason } => {
+                    log::warn!(
+                        "policy {policy} failed: {reason}; continuing with the built-in FIFO order"
+                    );
+                    self.faults.push(format!("{policy}: {reason}"));
+                }
+            }
+        }
+    }
+}
