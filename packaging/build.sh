@@ -10,12 +10,13 @@
 # 3. stages in packaging/build/ what is not a source file: the stripped
 #    binaries and plugins, the manual pages (from the binaries' clap
 #    definitions, gzipped) and the shell completions;
-# 4. runs cargo deb and cargo generate-rpm (metadata in agent/Cargo.toml) and
+# 4. runs cargo deb and cargo generate-rpm (metadata in agent/daemon/Cargo.toml) and
 #    prints the two package paths.
 #
-# The plugin list is derived from plugins/*/Cargo.toml, so a new plugin crate
+# The plugin list is derived from plugins/*/Cargo.toml (each a plugin crate;
+# the plain libraries they share live in plugins/lib/), so a new plugin crate
 # is packaged without editing anything here. Test fixture plugins
-# (tests/fixture-plugins/) are never built or shipped.
+# (tests/fixture-plugins/, a workspace of their own) are never built or shipped.
 #
 # Note: the binaries in target/release then look for plugins in
 # /usr/lib/gpu-agent/plugins; the next plain `cargo build --release` rebuilds
@@ -38,13 +39,10 @@ for tool in deb generate-rpm; do
     fi
 done
 
-# Each plugin crate (a cdylib; plain libraries under plugins/, such as
-# eft-rule, are linked into plugins, not shipped): its package name, and the
-# file its cdylib becomes.
+# Each plugin crate: its package name, and the file its cdylib becomes.
 plugin_packages=()
 plugin_files=()
 for manifest in plugins/*/Cargo.toml; do
-    grep -q '"cdylib"' "$manifest" || continue
     read -r package lib < <(awk '
         /^\[/ { section = $0 }
         /^name *=/ {
@@ -62,9 +60,9 @@ if [ ${#plugin_packages[@]} -eq 0 ]; then
     exit 1
 fi
 
-step "building gpu-agent and ${#plugin_packages[@]} plugin(s): ${plugin_packages[*]}"
+step "building gpuctl, gpu-agentd and ${#plugin_packages[@]} plugin(s): ${plugin_packages[*]}"
 export GPU_AGENT_PLUGIN_DIR=$plugin_dir
-cargo build --release --locked -p gpu-agent "${plugin_packages[@]/#/--package=}"
+cargo build --release --locked -p gpu-agent-cli -p gpu-agent-daemon "${plugin_packages[@]/#/--package=}"
 
 step "staging in $stage"
 rm -rf "$stage"
@@ -86,9 +84,9 @@ fi
 export SOURCE_DATE_EPOCH
 
 # The Debian changelog of this build (Debian policy wants one in every
-# package): the version, the commit, the maintainer of agent/Cargo.toml.
-version=$(cargo pkgid -p gpu-agent | sed 's/.*[#@]//')
-maintainer=$(awk -F'"' '/^maintainer = /{ print $2; exit }' agent/Cargo.toml)
+# package): the version, the commit, the maintainer of agent/daemon/Cargo.toml.
+version=$(cargo pkgid -p gpu-agent-daemon | sed 's/.*[#@]//')
+maintainer=$(awk -F'"' '/^maintainer = /{ print $2; exit }' agent/daemon/Cargo.toml)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo "a source tree")
 cat > "$stage/changelog" <<CHANGELOG
 gpu-agent ($version-1) unstable; urgency=medium
@@ -106,11 +104,11 @@ gzip -9n "$stage"/man/*
 "$stage/bin/gpuctl" completions fish > "$stage/completions/gpuctl.fish"
 
 step "cargo deb"
-deb=$(cargo deb -p gpu-agent --no-build --locked | tail -n 1)
+deb=$(cargo deb -p gpu-agent-daemon --no-build --locked | tail -n 1)
 step "cargo generate-rpm"
 # The built-in ldd scan, so the requirements do not depend on whether this
 # machine has rpm's find-requires.
-cargo generate-rpm -p agent --auto-req builtin
+cargo generate-rpm -p agent/daemon --auto-req builtin
 rpm=$(ls -t "$target"/generate-rpm/gpu-agent-*.rpm | head -n 1)
 
 step "packages"

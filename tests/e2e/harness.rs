@@ -20,7 +20,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-sa-greedy", SA_GREEDY),
     ("gpu-agent-policy-edf-hier", EDF_HIER),
 ];
-/// Fixture plugins.
+/// Fixture plugins (tests/fixture-plugins, never part of the product).
 pub const PANICKY: &str = "libfixture_panicky.so";
 pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
 
@@ -46,43 +46,59 @@ pub fn artefacts() -> &'static Path {
             .parent()
             .expect("target directory")
             .join("e2e");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("workspace root"),
-        )
-        .args([
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        // The binaries, and the plugins' libraries (their cdylibs).
+        let product = [
             "build",
             "--quiet",
+            "--bins",
             "--lib",
-            "--bin",
-            "gpuctl",
-            "--bin",
-            "gpu-agentd",
-        ])
-        .args(["-p", "gpu-agent"])
-        .args(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]))
-        .args(["-p", "fixture-panicky", "-p", "fixture-abi-mismatch"])
-        .arg("--target-dir")
-        .arg(&target_dir);
-        match profile {
-            "debug" => {}
-            "release" => {
-                cmd.arg("--release");
-            }
-            other => {
-                cmd.args(["--profile", other]);
-            }
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(
-            status.success(),
-            "cargo build of gpuctl, gpu-agentd and the plugins failed"
-        );
+            "-p",
+            "gpu-agent-cli",
+            "-p",
+            "gpu-agent-daemon",
+        ]
+        .into_iter()
+        .chain(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]));
+        cargo_build(root, product, &target_dir, profile);
+        // The fixtures are a workspace of their own (see its Cargo.toml),
+        // built into the same directory so that they share the dependencies.
+        let fixtures = root.join("tests/fixture-plugins/Cargo.toml");
+        let fixtures = ["build", "--quiet", "--locked", "--manifest-path"]
+            .into_iter()
+            .chain([fixtures.to_str().expect("utf-8 path")]);
+        cargo_build(root, fixtures, &target_dir, profile);
         target_dir.join(profile)
     })
+}
+
+/// Runs `cargo ARGS --target-dir TARGET_DIR` in `root` for `profile`, and
+/// fails the test if it fails.
+fn cargo_build<'a>(
+    root: &Path,
+    args: impl IntoIterator<Item = &'a str>,
+    target_dir: &Path,
+    profile: &str,
+) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(args)
+        .arg("--target-dir")
+        .arg(target_dir);
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "{cmd:?} failed");
 }
 
 /// A fresh directory holding copies of the named plugin files.

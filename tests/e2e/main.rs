@@ -22,6 +22,7 @@ mod edf_hier;
 mod harness;
 mod import;
 mod inspect;
+mod layers;
 mod plugin_loading;
 mod sa_greedy;
 mod sos;

@@ -1,0 +1,194 @@
+//! The layers of ARCHITECTURE.md, checked from `cargo metadata`: every arrow
+//! between the workspace's crates points the allowed way, the core stays free
+//! of I/O crates, and only the D-Bus layers know zbus.
+//!
+//! ```text
+//! plugin-api <- core <- {backend, dbus, sim, loader} <- {daemon, cli}
+//! ```
+//!
+//! `manual` (clap pages) stands apart and serves both binaries; the policy
+//! plugins see plugin-api and the plain policy libraries only. A new crate
+//! fails here until it is given a place below.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Each workspace crate and the workspace crates it may depend on (normal,
+/// build and dev dependencies alike).
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("gpu-agent-plugin-api", &[]),
+    ("gpu-agent-eft-rule", &["gpu-agent-plugin-api"]),
+    (
+        "gpu-agent-sa-search",
+        &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
+    ),
+    ("gpu-agent-policy-fifo", &["gpu-agent-plugin-api"]),
+    (
+        "gpu-agent-policy-greedy-eft",
+        &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
+    ),
+    (
+        "gpu-agent-policy-sa-greedy",
+        &["gpu-agent-plugin-api", "gpu-agent-sa-search"],
+    ),
+    ("gpu-agent-policy-sos", &["gpu-agent-plugin-api"]),
+    ("gpu-agent-policy-edf-hier", &["gpu-agent-plugin-api"]),
+    (
+        "gpu-agent-core",
+        &["gpu-agent-plugin-api", "gpu-agent-policy-fifo"],
+    ),
+    ("gpu-agent-backend", MIDDLE),
+    ("gpu-agent-dbus", MIDDLE),
+    ("gpu-agent-sim", MIDDLE),
+    ("gpu-agent-loader", MIDDLE),
+    ("gpu-agent-manual", &[]),
+    ("gpu-agent-daemon", TOP),
+    ("gpu-agent-cli", TOP),
+];
+
+/// What the middle layer may use: the core and what the core uses.
+const MIDDLE: &[&str] = &[
+    "gpu-agent-plugin-api",
+    "gpu-agent-policy-fifo",
+    "gpu-agent-core",
+];
+
+/// What the binaries' crates may use: every layer below them.
+const TOP: &[&str] = &[
+    "gpu-agent-plugin-api",
+    "gpu-agent-policy-fifo",
+    "gpu-agent-core",
+    "gpu-agent-backend",
+    "gpu-agent-dbus",
+    "gpu-agent-sim",
+    "gpu-agent-loader",
+    "gpu-agent-manual",
+];
+
+/// The test crate, which may use everything.
+const TESTS: &str = "gpu-agent-tests";
+
+/// The only crates from outside the core may use: a deterministic state
+/// machine needs no file, clock, process, logging or bus crate.
+const CORE_EXTERNAL: &[&str] = &["serde"];
+
+/// The crates that may know D-Bus (design.md, invariant 5).
+const DBUS_AWARE: &[&str] = &["gpu-agent-dbus", "gpu-agent-daemon", "gpu-agent-cli"];
+
+/// A workspace crate's direct dependencies: (name, whether it is a
+/// workspace crate).
+type Graph = BTreeMap<String, Vec<(String, bool)>>;
+
+/// The workspace's crates and their direct dependencies, from `cargo metadata`.
+fn workspace_graph() -> Graph {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let members: BTreeSet<&str> = packages
+        .iter()
+        .map(|p| p["name"].as_str().expect("package name"))
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .map(|d| {
+                    let name = d["name"].as_str().expect("dependency name");
+                    (name.to_string(), members.contains(name))
+                })
+                .collect();
+            (p["name"].as_str().expect("package name").to_string(), deps)
+        })
+        .collect()
+}
+
+/// Every arrow of `graph` that breaks the rules, as `from -> to: why`.
+fn violations(graph: &Graph) -> Vec<String> {
+    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let mut found = Vec::new();
+    for (krate, deps) in graph {
+        if krate == TESTS {
+            continue;
+        }
+        let Some(may) = allowed.get(krate.as_str()) else {
+            found.push(format!(
+                "{krate}: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)"
+            ));
+            continue;
+        };
+        for (dep, internal) in deps {
+            if *internal && !may.contains(&dep.as_str()) {
+                found.push(format!("{krate} -> {dep}: an arrow against the layers"));
+            }
+            if krate == "gpu-agent-core" && !internal && !CORE_EXTERNAL.contains(&dep.as_str()) {
+                found.push(format!(
+                    "{krate} -> {dep}: the core uses no crate but {CORE_EXTERNAL:?}"
+                ));
+            }
+            if dep == "zbus" && !DBUS_AWARE.contains(&krate.as_str()) {
+                found.push(format!("{krate} -> {dep}: only {DBUS_AWARE:?} know D-Bus"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_workspace_keeps_its_layers() {
+    let graph = workspace_graph();
+    for (krate, _) in ALLOWED {
+        assert!(
+            graph.contains_key(*krate),
+            "{krate} is not in the workspace"
+        );
+    }
+    assert_eq!(violations(&graph), Vec::<String>::new());
+}
+
+#[test]
+fn a_wrong_arrow_is_caught() {
+    let mut graph = workspace_graph();
+    let mut add = |from: &str, to: &str| {
+        graph
+            .get_mut(from)
+            .expect("a workspace crate")
+            .push((to.to_string(), true))
+    };
+    add("gpu-agent-core", "gpu-agent-loader");
+    add("gpu-agent-cli", "gpu-agent-daemon");
+    add("gpu-agent-sim", "gpu-agent-backend");
+    graph
+        .get_mut("gpu-agent-sim")
+        .expect("sim")
+        .push(("zbus".to_string(), false));
+    graph
+        .get_mut("gpu-agent-core")
+        .expect("core")
+        .push(("log".to_string(), false));
+    graph.insert("gpu-agent-new".into(), Vec::new());
+    assert_eq!(
+        violations(&graph),
+        vec![
+            "gpu-agent-cli -> gpu-agent-daemon: an arrow against the layers",
+            "gpu-agent-core -> gpu-agent-loader: an arrow against the layers",
+            "gpu-agent-core -> log: the core uses no crate but [\"serde\"]",
+            "gpu-agent-new: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)",
+            "gpu-agent-sim -> gpu-agent-backend: an arrow against the layers",
+            "gpu-agent-sim -> zbus: only [\"gpu-agent-dbus\", \"gpu-agent-daemon\", \"gpu-agent-cli\"] know D-Bus",
+        ]
+    );
+}
