@@ -20,6 +20,15 @@ pub use error::{optional, BackendError, On, Result};
 pub use snapshot::Snapshot;
 pub use types::*;
 
+/// GPUs that can be shown a modelled run as a process, so that they draw the
+/// power its DVFS profile predicts: the mock. Real GPUs run real processes.
+pub trait ModelledLoad: Send + Sync {
+    /// Shows `process` running on `gpu`.
+    fn start_process(&self, gpu: u32, process: mock::MockProcess) -> Result<()>;
+    /// Takes process `pid` off `gpu`.
+    fn end_process(&self, gpu: u32, pid: u32) -> Result<()>;
+}
+
 /// Everything the agent reads from and does to GPUs.
 ///
 /// Methods take `&self`: a backend is shared by the daemon's tasks and

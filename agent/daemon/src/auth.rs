@@ -1,4 +1,4 @@
-//! Who may do what (design invariant 7): decided on the caller's uid, as the
+//! Who may do what (ARCHITECTURE.md, invariant 17): decided on the caller's uid, as the
 //! bus reports it (`GetConnectionUnixUser`), or as the socket does on a
 //! peer-to-peer connection.
 //!

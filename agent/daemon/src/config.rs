@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn the_packaged_agent_toml_is_the_defaults_and_documents_every_key() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/agent.toml");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/agent.toml");
         let text = std::fs::read_to_string(&path).unwrap();
         let packaged = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), &text).unwrap();
         assert_eq!(packaged, Config::default());

@@ -23,8 +23,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use zbus::{connection, fdo::ObjectManager, object_server::InterfaceRef, Connection};
 
 use config::{Bus, Config, Source};
-use engine::{Engine, Notice, Request, Setup, Timebase};
-use gpu_agent_backend::{mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend};
+use engine::{Engine, EngineError, Notice, Request, Setup, Timebase};
+use gpu_agent_backend::{
+    mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend, ModelledLoad,
+};
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
 use gpu_agent_dbus::{device_path, AGENT_PATH, BUS_NAME};
@@ -45,6 +47,12 @@ pub enum DaemonError {
     /// The state cannot be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The engine cannot start.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A time scale that is not a positive number.
+    #[error("time scale {0}: expected a finite number > 0")]
+    TimeScale(f64),
     /// The plugins cannot be listed, or the policy asked for is not there.
     #[error(transparent)]
     Plugin(#[from] PluginError),
@@ -85,14 +93,14 @@ pub struct Options {
 /// Runs the daemon until `stop` resolves, then stops it cleanly.
 pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
     let cfg = &options.config;
-    let time = Timebase::new(cfg.time_scale);
-    let (backend, mock, devices, backend_name): (Arc<dyn GpuBackend>, _, _, _) = match &cfg.mock {
+    let time = Timebase::new(cfg.time_scale).ok_or(DaemonError::TimeScale(cfg.time_scale))?;
+    type Backends = (Arc<dyn GpuBackend>, Option<Arc<dyn ModelledLoad>>);
+    let ((backend, load), devices, backend_name): (Backends, _, _) = match &cfg.mock {
         Some(file) => {
             let host = gpu_agent_sim::input::host::load(file)?;
             let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
             (
-                mock.clone(),
-                Some(mock),
+                (mock.clone(), Some(mock)),
                 host.devices,
                 format!("mock:{}", file.display()),
             )
@@ -100,7 +108,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         None => {
             let nvml = Arc::new(NvmlBackend::new()?);
             let devices = inventory(&*nvml)?;
-            (nvml, None, devices, "nvml".to_string())
+            ((nvml, None), devices, "nvml".to_string())
         }
     };
     let apps = match &cfg.apps {
@@ -165,7 +173,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         Setup {
             devices: devices.clone(),
             backend: backend.clone(),
-            mock,
+            load,
             store,
             registry,
             policy,

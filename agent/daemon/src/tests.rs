@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio::sync::{mpsc::UnboundedReceiver, oneshot};
 use zbus::{connection, Guid};
 
 use super::config::{Config, Overrides, Source};
-use super::engine::{Engine, Setup, Timebase};
+use super::engine::{Caller, Engine, Notice, Request, Setup, Timebase};
 use super::service::AgentService;
 use super::store::Store;
-use gpu_agent_backend::mock::MockBackend;
+use gpu_agent_backend::{mock::MockBackend, GpuBackend};
 use gpu_agent_core::apps::AppLibrary;
 use gpu_agent_core::policy::builtin_fifo;
 use gpu_agent_dbus::{
@@ -22,46 +23,50 @@ use gpu_agent_loader::Registry;
 
 const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.0\n";
 
-/// A daemon (engine + agent object) serving one peer; the client's proxy.
-async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
+/// An engine's setup on the mock of [`HOST`], with its state in `dir`; the
+/// mock, and where the engine's notices arrive.
+fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
     let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), HOST).unwrap();
     // 1000x: a 10 s task takes 10 ms.
-    let time = Timebase::new(1000.0);
+    let time = Timebase::new(1000.0).unwrap();
     let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
     let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    let setup = Setup {
+        devices: host.devices.clone(),
+        backend: mock.clone(),
+        load: Some(mock.clone()),
+        store: Store::open(dir).unwrap(),
+        registry: Registry {
+            plugins: Vec::new(),
+            failures: Vec::new(),
+        },
+        policy: builtin_fifo(),
+        apps: AppLibrary::default(),
+        time,
+        log_dir: Some(dir.join("logs")),
+        config: Config {
+            state_dir: dir.to_path_buf(),
+            plugin_dir: Some(dir.join("plugins")),
+            cancel_grace_s: 1.0,
+            ..Config::default()
+        },
+        source: Source {
+            file: Some(dir.join("agent.toml")),
+            overrides: Overrides::default(),
+            default_plugin_dir: dir.join("plugins"),
+        },
+        notices,
+        rt: tokio::runtime::Handle::current(),
+    };
+    (setup, mock, notice_rx)
+}
+
+/// A daemon (engine + agent object) serving one peer; the client's proxy.
+async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
+    let (setup, _mock, notice_rx) = setup(dir);
     let requests = Engine::channel();
     let engine = requests.0.clone();
-    Engine::start(
-        Setup {
-            devices: host.devices.clone(),
-            backend: mock.clone(),
-            mock: Some(mock),
-            store: Store::open(dir).unwrap(),
-            registry: Registry {
-                plugins: Vec::new(),
-                failures: Vec::new(),
-            },
-            policy: builtin_fifo(),
-            apps: AppLibrary::default(),
-            time,
-            log_dir: Some(dir.join("logs")),
-            config: Config {
-                state_dir: dir.to_path_buf(),
-                plugin_dir: Some(dir.join("plugins")),
-                cancel_grace_s: 1.0,
-                ..Config::default()
-            },
-            source: Source {
-                file: Some(dir.join("agent.toml")),
-                overrides: Overrides::default(),
-                default_plugin_dir: dir.join("plugins"),
-            },
-            notices,
-            rt: tokio::runtime::Handle::current(),
-        },
-        requests,
-    )
-    .unwrap();
+    Engine::start(setup, requests).unwrap();
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
     let agent = AgentService::new(
         engine,
@@ -239,4 +244,83 @@ async fn cancelling_a_queued_task_stores_it_cancelled() {
             ("t3".to_string(), "cancelled".to_string())
         ]
     );
+}
+
+/// A stop, then a cancel and a policy switch in the same round: the stop has
+/// just ended the running `requeue` task (queued again, though the core still
+/// counts it as running), so the two come too late and are refused; nothing
+/// panics and nothing starts after the stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_after_a_stop_in_the_same_round_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = Caller {
+        uid: nix::unistd::getuid().as_raw(),
+        admin: true,
+    };
+    let mut long = SubmitSpec::new(1e6, 1.0, 60.0, 1.0);
+    long.requeue = true;
+
+    // A first run takes the task and starts it; its stop queues it again.
+    let (setup_1, _, _notices) = setup(dir.path());
+    let (tx, rx) = Engine::channel();
+    let thread = Engine::start(setup_1, (tx.clone(), rx)).unwrap();
+    let (reply, submitted) = oneshot::channel();
+    tx.send(Request::Submit {
+        owner: admin.uid,
+        spec: long.clone(),
+        reply,
+    })
+    .unwrap();
+    assert_eq!(submitted.await.unwrap().unwrap(), "t1");
+    assert_eq!(stored(dir.path()), [("t1".into(), "running".into())]);
+    let (reply, stopped) = oneshot::channel();
+    tx.send(Request::Stop { reply }).unwrap();
+    stopped.await.unwrap();
+    drop(tx);
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored(dir.path()), [("t1".into(), "queued".into())]);
+
+    // The second run starts it again on restore, before it reads a request;
+    // the stop, the cancel and the switch are already waiting, so the engine
+    // takes all three in its first round.
+    let (setup_2, mock, _notices) = setup(dir.path());
+    let (tx, rx) = Engine::channel();
+    let (stop, stopped) = oneshot::channel();
+    let (cancel, cancelled) = oneshot::channel();
+    let (policy, switched) = oneshot::channel();
+    tx.send(Request::Stop { reply: stop }).unwrap();
+    tx.send(Request::Cancel {
+        id: "t1".into(),
+        caller: admin,
+        reply: cancel,
+    })
+    .unwrap();
+    tx.send(Request::SetPolicy {
+        name: "fifo".into(),
+        reply: policy,
+    })
+    .unwrap();
+    let thread = Engine::start(setup_2, (tx, rx)).unwrap();
+    let joined = tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap();
+    assert!(joined.is_ok(), "the engine thread panicked");
+    stopped.await.expect("the stop is answered");
+    let refused = |r: Result<(), gpu_agent_dbus::AgentError>| match r {
+        Err(gpu_agent_dbus::AgentError::ShuttingDown(m)) => m,
+        other => panic!("not refused as shutting down: {other:?}"),
+    };
+    assert!(refused(cancelled.await.unwrap()).contains("stopping"));
+    assert!(refused(switched.await.unwrap()).contains("stopping"));
+    // The task is queued again, and nothing runs on the GPUs.
+    assert_eq!(stored(dir.path()), [("t1".into(), "queued".into())]);
+    for gpu in 0..2 {
+        assert!(
+            mock.processes(gpu).unwrap().is_empty(),
+            "GPU {gpu} runs a task"
+        );
+    }
 }

@@ -23,8 +23,8 @@ use self::gpu::{watts_to_mw, MockGpu};
 use super::{
     optional, BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
     ComputeInstanceProfile, DeviceEvent, DeviceEventKind, DeviceInfo, GpuBackend, GpuInstance,
-    GpuInstanceProfile, GpuProcess, MemoryInfo, MigDevice, MigMode, On, Placement, PowerLimits,
-    Result, SupportedClocks, Utilization,
+    GpuInstanceProfile, GpuProcess, MemoryInfo, MigDevice, MigMode, ModelledLoad, On, Placement,
+    PowerLimits, Result, SupportedClocks, Utilization,
 };
 use gpu_agent_core::host::Host;
 
@@ -316,6 +316,16 @@ fn round_range(
     ) {
         (Some(min_mhz), Some(max_mhz)) => Ok(ClockRange { min_mhz, max_mhz }),
         _ => Err(BackendError::not_supported(gpu, call)),
+    }
+}
+
+impl ModelledLoad for MockBackend {
+    fn start_process(&self, gpu: u32, process: MockProcess) -> Result<()> {
+        MockBackend::start_process(self, gpu, process)
+    }
+
+    fn end_process(&self, gpu: u32, pid: u32) -> Result<()> {
+        MockBackend::end_process(self, gpu, pid)
     }
 }
 

@@ -3,22 +3,17 @@
 
 use gpu_agent_plugin_api::{Clocks, TaskKey};
 
-use super::{Due, Effect, Engine, Notice, Request, Round, Running, Wake};
-use crate::exec::{self, Launch, LogSink};
+use super::executor::{AtStop, Start};
+use super::{Due, Effect, Engine, How, Notice, Request, Round, Running};
+use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
-use gpu_agent_backend::{mock::MockProcess, ClockRange};
-use gpu_agent_core::{Action, Input, TaskSpec};
+use gpu_agent_backend::ClockRange;
+use gpu_agent_core::{Action, Input};
 use gpu_agent_dbus::{TaskInfo, TaskStatus};
 
 /// The controls the daemon sets, as recorded in the store.
 const LOCKED_CORE: &str = "locked_core_clocks";
 const LOCKED_MEMORY: &str = "locked_memory_clocks";
-
-/// The pid the mock GPUs show for a simulated task: above Linux's pid range
-/// (2^22); unique among the tasks a device could hold at once.
-fn simulated_pid(key: TaskKey) -> u32 {
-    (1 << 24) | (key & 0xff_ffff) as u32
-}
 
 impl Engine {
     /// Carries out the core's actions as part of `round`.
@@ -32,10 +27,20 @@ impl Engine {
                     runtime,
                 } => {
                     let now = self.time.unix_now();
-                    let info = self.task_mut(task);
+                    let Some(info) = self.tasks.get_mut(task) else {
+                        log::error!(
+                            "the core started task key {task}, which the engine never gave it"
+                        );
+                        continue;
+                    };
                     info.state = TaskStatus::Running;
                     info.devices = devices.clone();
                     info.started = Some(now);
+                    let how = if info.spec.command.is_empty() {
+                        How::Modelled
+                    } else {
+                        How::Process
+                    };
                     let (id, info) = (info.id.clone(), info.clone());
                     round.ops.push(Op::put(info));
                     round.notice(Notice::TaskChanged {
@@ -65,7 +70,7 @@ impl Engine {
                     self.running.insert(
                         task,
                         Running {
-                            pid: None,
+                            how,
                             energy_at_start: Vec::new(),
                             clocks_set,
                             cancelled: false,
@@ -77,15 +82,8 @@ impl Engine {
                     self.end(task, TaskStatus::Rejected, Some(reason), round);
                 }
                 Action::WakeAt { time } => {
-                    if !self
-                        .timers
-                        .iter()
-                        .any(|d| d.what == Wake::Timer && d.at == time)
-                    {
-                        self.timers.push(Due {
-                            at: time,
-                            what: Wake::Timer,
-                        });
+                    if !self.timers.iter().any(|d| d.at == time) {
+                        self.timers.push(Due { at: time, what: () });
                     }
                 }
                 Action::PolicyFault { policy, reason } => {
@@ -100,25 +98,19 @@ impl Engine {
 
     /// A running task left its devices: `Ok` when it succeeded.
     pub(super) fn finish(&mut self, key: TaskKey, result: Result<(), String>, round: &mut Round) {
-        let run = self
-            .running
-            .remove(&key)
-            .expect("a finishing task is running");
-        let devices = self.task_mut(key).devices.clone();
+        let (Some(run), Some(task)) = (self.running.remove(&key), self.tasks.get(key)) else {
+            log::error!("task key {key} ended but was not running");
+            return;
+        };
+        let task = task.clone();
         let mut energy_mj = Some(0u64);
-        for (i, &d) in devices.iter().enumerate() {
+        for (i, &d) in task.devices.iter().enumerate() {
             let at_start = run.energy_at_start.get(i).copied().flatten();
             let now = self.backend.energy_mj(d).ok().flatten();
             energy_mj = match (energy_mj, at_start, now) {
                 (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
                 _ => None,
             };
-            if let Some(mock) = &self.mock {
-                let pid = run.pid.unwrap_or(simulated_pid(key));
-                if let Err(e) = mock.end_process(d, pid) {
-                    log::warn!("mock GPU {d}: {e}");
-                }
-            }
             round.notice(Notice::CurrentTask {
                 device: d,
                 task: String::new(),
@@ -133,10 +125,9 @@ impl Engine {
                 }
             }
         }
-        self.task_mut(key).energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);
-        if run.pid.is_some() {
-            let task = self.task_mut(key).id.clone();
-            round.ops.push(Op::ClearProcess { task });
+        self.exec.of(run.how).release(key, &task, &mut round.ops);
+        if let Some(info) = self.tasks.get_mut(key) {
+            info.energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);
         }
         let ok = result.is_ok();
         let (state, reason) = match result {
@@ -162,7 +153,10 @@ impl Engine {
         round: &mut Round,
     ) {
         let now = self.time.unix_now();
-        let info = self.task_mut(key);
+        let Some(info) = self.tasks.get_mut(key) else {
+            log::error!("task key {key} ended {state} but is not in the table");
+            return;
+        };
         info.state = state;
         info.finished = Some(now);
         info.reason = reason;
@@ -181,16 +175,21 @@ impl Engine {
         keys.sort_unstable();
         let mut groups = Vec::new();
         for key in keys {
-            let pid = self.running[&key].pid;
-            if self.config.keep_tasks_on_stop && pid.is_some() {
-                // Left running; the next start records it as lost (or queues it again).
+            let Some(how) = self.running.get(&key).map(|r| r.how) else {
                 continue;
+            };
+            match self
+                .exec
+                .of(how)
+                .at_stop(key, self.config.keep_tasks_on_stop)
+            {
+                // Left running; the next start records it as lost (or queues it again).
+                AtStop::Keep => continue,
+                AtStop::End(group) => groups.extend(group),
             }
-            groups.extend(pid);
-            let requeue = self.task_mut(key).spec.requeue;
+            let requeue = self.tasks.get(key).is_some_and(|t| t.spec.requeue);
             self.finish(key, Err("gpu-agentd stopped while it ran".into()), round);
-            if requeue {
-                let info = self.task_mut(key);
+            if let Some(info) = self.tasks.get_mut(key).filter(|_| requeue) {
                 *info = TaskInfo {
                     state: TaskStatus::Queued,
                     devices: Vec::new(),
@@ -279,41 +278,32 @@ impl Engine {
                 };
                 round.ops.push(Op::put(info.clone()));
             }
-            let idx = self.record(info);
             if requeue {
-                waiting.push(idx);
+                waiting.push(self.tasks.admit(info));
+            } else {
+                self.tasks.insert(info);
             }
         }
         self.store.commit(&std::mem::take(&mut round.ops))?;
         let now = self.time.model_now();
-        for &idx in &waiting {
-            let info = &self.tasks[idx];
-            let spec = TaskSpec {
-                id: info.id.clone(),
-                arrival: now,
-                workload: info.spec.workload,
-                mem_gb: info.spec.mem_gb,
-                deadline: self.time.model_of_unix(info.submitted) + info.spec.deadline,
-                weight: info.spec.weight,
-                gpus: info.spec.gpus,
-                alt_gpus: info.spec.gpus_alt.clone(),
-                runtimes: info.spec.runtimes.clone(),
-                app: self.apps.get(&info.spec.app).cloned().unwrap_or_else(|| {
-                    log::warn!(
-                        "task {}: DVFS profile {:?} is gone; using default",
-                        info.id,
-                        info.spec.app
-                    );
-                    self.apps
-                        .get("default")
-                        .expect("the default profile exists")
-                        .clone()
-                }),
+        for &key in &waiting {
+            let Some(info) = self.tasks.get(key) else {
+                continue;
             };
-            let key = self.bind(idx);
-            let (core_key, actions) = self.core.submit(now, spec);
-            debug_assert_eq!(key, core_key);
-            self.apply(actions, &mut round);
+            if self.apps.get(&info.spec.app).is_none() {
+                log::warn!(
+                    "task {}: DVFS profile {:?} is gone; using default",
+                    info.id,
+                    info.spec.app
+                );
+            }
+            let spec = info.spec.to_task(
+                info.id.clone(),
+                now,
+                self.time.model_of_unix(info.submitted),
+                self.app(&info.spec.app),
+            );
+            self.submit(key, spec, &mut round);
         }
         log::info!("restored {} waiting task(s)", waiting.len());
         Ok(round)
@@ -338,91 +328,42 @@ impl Engine {
         }
     }
 
-    /// Starts a task's process, or its modelled run when it has no command.
+    /// Starts a task's run: its process, or its modelled run when it has no
+    /// command.
     fn launch(&mut self, key: TaskKey, runtime: f64) {
-        if !self.running.contains_key(&key) {
-            return; // cancelled or stopped before it could start
-        }
-        let info = self.tasks[self.by_key[key as usize]].clone();
-        let energy: Vec<Option<u64>> = info
+        // Absent when cancelled or stopped before it could start.
+        let Some(how) = self.running.get(&key).map(|r| r.how) else {
+            return;
+        };
+        let Some(task) = self.tasks.get(key).cloned() else {
+            return;
+        };
+        let energy: Vec<Option<u64>> = task
             .devices
             .iter()
             .map(|&d| self.backend.energy_mj(d).ok().flatten())
             .collect();
-        self.running.get_mut(&key).expect("checked").energy_at_start = energy;
-        let pid = if info.spec.command.is_empty() {
-            let at = self.time.model_now() + runtime;
-            self.timers.push(Due {
-                at,
-                what: Wake::End(key),
-            });
-            simulated_pid(key)
-        } else {
-            let inbox = self.inbox.clone();
-            let launch = Launch {
-                task_id: info.id.clone(),
-                argv: info.spec.command.clone(),
-                env: info.spec.env.clone(),
-                uid: info.owner_uid,
-                visible_devices: info
-                    .devices
-                    .iter()
-                    .map(|&d| self.uuids[d as usize].clone())
-                    .collect(),
-                log: match &self.log_dir {
-                    Some(dir) => LogSink::File(dir.join(format!("{}.log", info.id))),
-                    None => LogSink::Journal,
-                },
-            };
-            match exec::spawn(launch, &self.rt, move |exit| {
-                let _ = inbox.send(Request::Exited { key, exit });
-            }) {
-                Ok(pid) => {
-                    self.running.get_mut(&key).expect("checked").pid = Some(pid);
-                    // Stored right after this round, so that a restart after
-                    // a crash can end the process instead of running it twice.
-                    self.unsaved.push(Op::RecordProcess {
-                        task: info.id.clone(),
-                        pgid: pid,
-                    });
-                    log::info!(
-                        "task {} started as process {pid} on device(s) {:?}",
-                        info.id,
-                        info.devices
-                    );
-                    pid
-                }
-                Err(e) => {
-                    log::warn!("task {}: {e}", info.id);
-                    self.deferred.push(Request::LaunchFailed {
-                        key,
-                        reason: e.to_string(),
-                    });
-                    return;
-                }
-            }
+        if let Some(run) = self.running.get_mut(&key) {
+            run.energy_at_start = energy;
+        }
+        let app = self.app(&task.spec.app);
+        let start = Start {
+            key,
+            task: &task,
+            app: &app,
+            runtime,
         };
-        if let Some(mock) = &self.mock {
-            let app = self.apps.get(&info.spec.app).cloned();
-            for &d in &info.devices {
-                let process = MockProcess {
-                    pid,
-                    used_bytes: (info.spec.mem_gb * 1e9) as u64,
-                    app: app.clone().unwrap_or_else(|| {
-                        self.apps.get("default").expect("default profile").clone()
-                    }),
-                    mig: None,
-                };
-                if let Err(e) = mock.start_process(d, process) {
-                    log::warn!("mock GPU {d}: {e}");
-                }
-            }
+        if let Err(reason) = self.exec.of(how).start(start, &mut self.unsaved) {
+            self.deferred.push(Request::LaunchFailed { key, reason });
         }
     }
 
     /// Locks a GPU's clocks at the normalised `clocks` (best effort).
     fn set_clocks(&self, gpu: u32, clocks: Clocks) {
-        let model = self.devices[gpu as usize].model;
+        let Some(model) = self.devices.get(gpu as usize).map(|d| d.model) else {
+            log::error!("cannot lock GPU {gpu}'s clocks: no such device");
+            return;
+        };
         let (core, mem) = model.clocks_mhz(clocks);
         if let Err(e) = self.backend.lock_core_clocks(
             gpu,

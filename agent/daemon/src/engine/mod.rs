@@ -11,10 +11,19 @@
 //!    launches, clock changes.
 //!
 //! So a task is on disk before `Submit` answers, and a task is recorded as
-//! running before its process starts.
+//! running before its process starts. Once a stop begins, the round refuses
+//! every later request that would change state (`ShuttingDown`).
+//!
+//! The engine knows its tasks through one `table::TaskTable`, and runs
+//! them through one `executor::Executor` trait: `process::Processes`
+//! for tasks with a command, `modelled::Modelled` for the rest.
 
+mod executor;
 mod lifecycle;
+mod modelled;
+mod process;
 mod requests;
+mod table;
 mod time;
 
 use std::collections::{BinaryHeap, HashMap};
@@ -28,13 +37,18 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use super::config::{Config, Source};
 use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
-use gpu_agent_backend::{mock::MockBackend, GpuBackend};
+use executor::{Executor, MockLoad};
+use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::metrics::Metrics;
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, host::DeviceSpec};
 use gpu_agent_core::{Core, TaskSpec};
 use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
 use gpu_agent_loader::Registry;
+use gpu_agent_plugin_api::AppModel;
+use modelled::Modelled;
+use process::Processes;
+use table::TaskTable;
 
 pub use time::Timebase;
 
@@ -157,8 +171,9 @@ pub struct Setup {
     pub devices: Vec<DeviceSpec>,
     /// The backend.
     pub backend: Arc<dyn GpuBackend>,
-    /// The same backend when it is the mock, to model simulated tasks' load.
-    pub mock: Option<Arc<MockBackend>>,
+    /// The same backend when it can show modelled runs (the mock), so that
+    /// its GPUs draw their power.
+    pub load: Option<Arc<dyn ModelledLoad>>,
     /// The state store.
     pub store: Store,
     /// Loaded plugins.
@@ -182,10 +197,45 @@ pub struct Setup {
     pub rt: tokio::runtime::Handle,
 }
 
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The stored state cannot be read or restored.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The engine's thread cannot be started.
+    #[error("cannot start the engine thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Which executor runs a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Its command, as a process.
+    Process,
+    /// No command: a modelled run.
+    Modelled,
+}
+
+/// The executors, one per [`How`].
+struct Executors {
+    processes: Processes,
+    modelled: Modelled,
+}
+
+impl Executors {
+    fn of(&mut self, how: How) -> &mut dyn Executor {
+        match how {
+            How::Process => &mut self.processes,
+            How::Modelled => &mut self.modelled,
+        }
+    }
+}
+
 /// A task the core is running.
 struct Running {
-    /// Its process (process group) id; `None` when simulated.
-    pid: Option<u32>,
+    /// Which executor runs it.
+    how: How,
     /// Each device's energy counter at start, mJ.
     energy_at_start: Vec<Option<u64>>,
     /// Whether the daemon set its clocks.
@@ -194,29 +244,24 @@ struct Running {
     cancelled: bool,
 }
 
-/// A wake-up, in model time.
+/// A wake-up for `what` at model time `at`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Due {
+struct Due<T> {
     at: f64,
-    what: Wake,
+    what: T,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wake {
-    /// A policy timer.
-    Timer,
-    /// A simulated task's modelled end.
-    End(TaskKey),
-}
-
-impl Eq for Due {}
-impl Ord for Due {
+impl<T: Ord> Eq for Due<T> {}
+impl<T: Ord> Ord for Due<T> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Earliest first from a max-heap.
-        other.at.total_cmp(&self.at)
+        // Earliest (then smallest) first from a max-heap.
+        other
+            .at
+            .total_cmp(&self.at)
+            .then_with(|| other.what.cmp(&self.what))
     }
 }
-impl PartialOrd for Due {
+impl<T: Ord> PartialOrd for Due<T> {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
@@ -267,32 +312,20 @@ pub struct Engine {
     store: Store,
     registry: Registry,
     devices: Vec<DeviceSpec>,
-    uuids: Vec<String>,
     backend: Arc<dyn GpuBackend>,
-    mock: Option<Arc<MockBackend>>,
     apps: AppLibrary,
     time: Timebase,
-    log_dir: Option<PathBuf>,
     /// The settings in force, and where they come from.
     config: Config,
     source: Source,
     notices: UnboundedSender<Notice>,
-    rt: tokio::runtime::Handle,
-    /// Sends to this engine's own channel (for the executor).
-    inbox: mpsc::Sender<Request>,
     /// Requests the engine sent itself, handled before waiting again.
     deferred: Vec<Request>,
-    /// Every task, in submission order.
-    tasks: Vec<TaskInfo>,
-    by_id: HashMap<String, usize>,
-    /// Core key → index in `tasks`.
-    by_key: Vec<usize>,
-    /// Index in `tasks` → core key (tasks of this run and restored ones).
-    keys: Vec<Option<TaskKey>>,
-    /// Keys of tasks stored as queued that the policy has not placed yet.
-    unplaced: Vec<TaskKey>,
+    tasks: TaskTable,
     running: HashMap<TaskKey, Running>,
-    timers: BinaryHeap<Due>,
+    exec: Executors,
+    /// Policy wake-ups.
+    timers: BinaryHeap<Due<()>>,
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
     stopping: bool,
@@ -310,7 +343,7 @@ impl Engine {
     pub fn start(
         setup: Setup,
         (tx, rx): (mpsc::Sender<Request>, mpsc::Receiver<Request>),
-    ) -> Result<std::thread::JoinHandle<()>, StoreError> {
+    ) -> Result<std::thread::JoinHandle<()>, EngineError> {
         let uuids = setup
             .devices
             .iter()
@@ -328,42 +361,37 @@ impl Engine {
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
+        let gpus = MockLoad(setup.load);
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy),
             store: setup.store,
             registry: setup.registry,
             devices: setup.devices,
-            uuids,
             backend: setup.backend,
-            mock: setup.mock,
             apps: setup.apps,
             time: setup.time,
-            log_dir: setup.log_dir,
             config: setup.config,
             source: setup.source,
             notices: setup.notices,
-            rt: setup.rt,
-            inbox: tx,
             deferred: Vec::new(),
-            tasks: Vec::new(),
-            by_id: HashMap::new(),
-            by_key: Vec::new(),
-            keys: Vec::new(),
-            unplaced: Vec::new(),
+            tasks: TaskTable::default(),
             running: HashMap::new(),
+            exec: Executors {
+                processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
+                modelled: Modelled::new(setup.time, gpus),
+            },
             timers: BinaryHeap::new(),
             unsaved: Vec::new(),
             stopping: false,
         };
         let round = engine.restore(stored, controls, processes)?;
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
                 engine.flush(round);
                 engine.run(rx);
             })
-            .expect("the engine thread starts");
-        Ok(thread)
+            .map_err(EngineError::Thread)
     }
 
     /// Handles requests and timers until stopped (or every sender is gone).
@@ -373,7 +401,11 @@ impl Engine {
             let mut round = Round::default();
             let mut first = std::mem::take(&mut self.deferred);
             if first.is_empty() {
-                let wait = self.timers.peek().map(|d| self.time.wall_until(d.at));
+                let next = match (self.timers.peek(), self.exec.modelled.next_end()) {
+                    (Some(timer), Some(end)) => Some(timer.at.min(end)),
+                    (timer, end) => timer.map(|d| d.at).or(end),
+                };
+                let wait = next.map(|at| self.time.wall_until(at));
                 let got = match wait {
                     Some(w) => rx
                         .recv_timeout(w)
@@ -407,16 +439,15 @@ impl Engine {
     /// Delivers every wake-up that is due.
     fn fire_timers(&mut self, round: &mut Round) {
         let now = self.time.model_now();
+        for key in self.exec.modelled.due(now) {
+            if self.running.contains_key(&key) {
+                self.finish(key, Ok(()), round);
+            }
+        }
         let mut timer = false;
         while self.timers.peek().is_some_and(|d| d.at <= now) {
-            match self.timers.pop().expect("peeked").what {
-                Wake::Timer => timer = true,
-                Wake::End(key) => {
-                    if self.running.get(&key).is_some_and(|r| r.pid.is_none()) {
-                        self.finish(key, Ok(()), round);
-                    }
-                }
-            }
+            self.timers.pop();
+            timer = true;
         }
         if timer && !self.stopping {
             let actions = self.core.handle(now, gpu_agent_core::Input::Timer);
@@ -452,17 +483,20 @@ impl Engine {
                     );
                 }
             } else {
-                let now = self.time.model_now();
                 for a in accepted {
                     let id = a.info.id.clone();
                     round.notice(Notice::TaskChanged {
                         id: id.clone(),
                         state: TaskStatus::Queued,
                     });
-                    let key = self.admit(a.info);
-                    let (core_key, actions) = self.core.submit(now, a.spec);
-                    debug_assert_eq!(key, core_key, "engine and core number tasks alike");
-                    self.apply(actions, &mut round);
+                    if self.stopping {
+                        // Taken before the stop: stored, it waits for the
+                        // next start, as a running task does not start now.
+                        self.tasks.insert(a.info);
+                    } else {
+                        let key = self.tasks.admit(a.info);
+                        self.submit(key, a.spec, &mut round);
+                    }
                     round.reply(a.reply, Ok(id));
                 }
             }
@@ -499,63 +533,43 @@ impl Engine {
         Duration::from_secs_f64(self.config.cancel_grace_s)
     }
 
-    /// Adds a task to the table, without a core key.
-    fn record(&mut self, info: TaskInfo) -> usize {
-        let idx = self.tasks.len();
-        self.by_id.insert(info.id.clone(), idx);
-        self.tasks.push(info);
-        self.keys.push(None);
-        idx
+    /// Hands the core the task just admitted to the table under `key`.
+    fn submit(&mut self, key: TaskKey, spec: TaskSpec, round: &mut Round) {
+        let (core_key, actions) = self.core.submit(self.time.model_now(), spec);
+        // Both number tasks from 0 in the order they are given them, and
+        // every admission is followed by this submission.
+        debug_assert_eq!(key, core_key, "engine and core number tasks alike");
+        self.apply(actions, round);
     }
 
-    /// Adds a stored task the core is about to be given; returns its key.
-    fn admit(&mut self, info: TaskInfo) -> TaskKey {
-        let idx = self.record(info);
-        self.bind(idx)
-    }
-
-    /// Gives task `idx` the next core key.
-    fn bind(&mut self, idx: usize) -> TaskKey {
-        let key = self.by_key.len() as TaskKey;
-        self.by_key.push(idx);
-        self.keys[idx] = Some(key);
-        self.unplaced.push(key);
-        key
-    }
-
-    /// The task with core key `key`.
-    fn task_mut(&mut self, key: TaskKey) -> &mut TaskInfo {
-        &mut self.tasks[self.by_key[key as usize]]
+    /// The DVFS profile `name`, or the built-in default.
+    fn app(&self, name: &str) -> AppModel {
+        self.apps
+            .get(name)
+            .or_else(|| self.apps.get(gpu_agent_core::apps::DEFAULT_APP))
+            .cloned()
+            .unwrap_or_else(AppModel::builtin_default)
     }
 
     /// Signals `assigned` for tasks the policy placed in a local queue.
     fn note_placements(&mut self, round: &mut Round) {
-        use gpu_agent_plugin_api::TaskState as Core;
         let core = &self.core;
-        let mut placed = Vec::new();
-        self.unplaced.retain(|&key| match core.task(key).state {
-            Core::Pending => true,
-            Core::Queued => {
-                placed.push(key);
-                false
+        for key in self.tasks.take_placed(|key| core.task(key).state) {
+            if let Some(task) = self.tasks.get(key) {
+                round.notice(Notice::TaskChanged {
+                    id: task.id.clone(),
+                    state: TaskStatus::Assigned,
+                });
             }
-            _ => false,
-        });
-        for key in placed {
-            let id = self.tasks[self.by_key[key as usize]].id.clone();
-            round.notice(Notice::TaskChanged {
-                id,
-                state: TaskStatus::Assigned,
-            });
         }
     }
 
-    /// The stored view of a task, with `assigned` for a queued task the
-    /// policy has placed.
-    fn view(&self, idx: usize) -> TaskInfo {
-        let mut info = self.tasks[idx].clone();
+    /// The stored view of a task with core key `key` (if it has one), with
+    /// `assigned` for a queued task the policy has placed.
+    fn view(&self, task: &TaskInfo, key: Option<TaskKey>) -> TaskInfo {
+        let mut info = task.clone();
         if info.state == TaskStatus::Queued
-            && self.keys[idx]
+            && key
                 .is_some_and(|k| self.core.task(k).state == gpu_agent_plugin_api::TaskState::Queued)
         {
             info.state = TaskStatus::Assigned;

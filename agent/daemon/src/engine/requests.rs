@@ -1,14 +1,51 @@
 //! Answering requests.
 
+use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection};
-use gpu_agent_core::TaskSpec;
 use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
 use gpu_agent_loader::Registry;
 
+/// The refusal of a request that would change state after a stop began.
+fn stopping(what: &str) -> AgentError {
+    AgentError::ShuttingDown(format!("gpu-agentd is stopping; {what}"))
+}
+
 impl Engine {
-    /// Handles one request as part of `round`.
+    /// Handles one request as part of `round`. Once a stop has begun, every
+    /// client request that would change state is refused: the stop has
+    /// ended the runs and the core no longer follows them.
     pub(super) fn handle(&mut self, request: Request, round: &mut Round) {
+        if !self.stopping {
+            return self.serve(request, round);
+        }
+        match request {
+            Request::Submit { reply, .. } => {
+                round.reply(reply, Err(stopping("submit again once it is back")));
+            }
+            Request::Cancel { id, reply, .. } => {
+                let what = format!("task {id} is left as the stop leaves it");
+                round.reply(reply, Err(stopping(&what)));
+            }
+            Request::SetPolicy { reply, .. } => {
+                round.reply(reply, Err(stopping("the policy is left as it is")));
+            }
+            Request::Reload { reply } => {
+                round.reply(reply, Err(stopping("nothing was reloaded")));
+            }
+            // Answered after the first stop's effects.
+            Request::Stop { reply } => {
+                round.effects.push(super::Effect::Reply(Box::new(move || {
+                    let _ = reply.send(());
+                })))
+            }
+            // Reads, and the ends of processes kept on a stop.
+            request => self.serve(request, round),
+        }
+    }
+
+    /// Handles one request as part of `round`, stopping or not.
+    fn serve(&mut self, request: Request, round: &mut Round) {
         match request {
             Request::Submit { owner, spec, reply } => match self.accept(owner, spec) {
                 Ok(accepted) => round.accepted.push(Accepted { reply, ..accepted }),
@@ -19,12 +56,14 @@ impl Engine {
                 round.reply(reply, result);
             }
             Request::GetTask { id, reply } => {
-                let result = self.index(&id).map(|idx| self.view(idx));
+                let result = self.find(&id).map(|(task, key)| self.view(task, key));
                 round.reply(reply, result);
             }
             Request::ListTasks { state, reply } => {
-                let tasks = (0..self.tasks.len())
-                    .map(|idx| self.view(idx))
+                let tasks = self
+                    .tasks
+                    .iter()
+                    .map(|(task, key)| self.view(task, key))
                     .filter(|t| state.is_none_or(|s| s == t.state))
                     .collect();
                 round.reply(reply, Ok(tasks));
@@ -54,7 +93,9 @@ impl Engine {
                     Err(format!("exited with status {}", exit.exit_code()))
                 };
                 if self.running.contains_key(&key) {
-                    self.task_mut(key).exit_code = Some(exit.exit_code());
+                    if let Some(task) = self.tasks.get_mut(key) {
+                        task.exit_code = Some(exit.exit_code());
+                    }
                     self.finish(key, result, round);
                 }
             }
@@ -72,20 +113,18 @@ impl Engine {
         }
     }
 
-    fn index(&self, id: &str) -> Result<usize, AgentError> {
-        self.by_id
-            .get(id)
-            .copied()
+    /// The task `id` and its core key, if the core holds it.
+    fn find(
+        &self,
+        id: &str,
+    ) -> Result<(&TaskInfo, Option<gpu_agent_plugin_api::TaskKey>), AgentError> {
+        self.tasks
+            .find(id)
             .ok_or_else(|| AgentError::NoSuchTask(format!("no task {id:?}")))
     }
 
     /// Checks a submission against this host; the task and its core spec.
     fn accept(&mut self, owner: u32, spec: SubmitSpec) -> Result<Accepted, AgentError> {
-        if self.stopping {
-            return Err(AgentError::ShuttingDown(
-                "gpu-agentd is stopping; submit again once it is back".into(),
-            ));
-        }
         let invalid = AgentError::InvalidArgument;
         if !spec.runtimes.is_empty() && spec.runtimes.len() != self.devices.len() {
             return Err(invalid(format!(
@@ -108,18 +147,7 @@ impl Engine {
             )));
         }
         let now = self.time.model_now();
-        let core_spec = TaskSpec {
-            id: String::new(),
-            arrival: now,
-            workload: spec.workload,
-            mem_gb: spec.mem_gb,
-            deadline: now + spec.deadline,
-            weight: spec.weight,
-            gpus: spec.gpus,
-            alt_gpus: spec.gpus_alt.clone(),
-            runtimes: spec.runtimes.clone(),
-            app: app.clone(),
-        };
+        let mut core_spec = spec.to_task(String::new(), now, now, app.clone());
         if let Some(problem) = core_spec.alt_gpus_problem() {
             return Err(invalid(format!("key \"gpus_alt\": {problem}")));
         }
@@ -127,12 +155,10 @@ impl Engine {
             return Err(AgentError::Unschedulable(reason));
         }
         let id = self.store.next_id();
+        core_spec.id = id.clone();
         let (reply, _) = tokio::sync::oneshot::channel();
         Ok(Accepted {
-            spec: TaskSpec {
-                id: id.clone(),
-                ..core_spec
-            },
+            spec: core_spec,
             info: TaskInfo {
                 id,
                 state: TaskStatus::Queued,
@@ -151,8 +177,7 @@ impl Engine {
     }
 
     fn cancel(&mut self, id: &str, caller: Caller, round: &mut Round) -> Result<(), AgentError> {
-        let idx = self.index(id)?;
-        let task = &self.tasks[idx];
+        let (task, key) = self.find(id)?;
         if !caller.admin && caller.uid != task.owner_uid {
             return Err(AgentError::AccessDenied(format!(
                 "task {id} belongs to uid {}; only its owner or an admin may cancel it",
@@ -165,19 +190,27 @@ impl Engine {
                 task.state
             )));
         }
-        let key = self.keys[idx].expect("a task that has not ended is in the core");
+        let Some(key) = key else {
+            // Every task restored or taken waiting is in the core.
+            log::error!("task {id} is {} but not in the scheduler", task.state);
+            return Err(AgentError::Failed(format!(
+                "task {id} is {} but not in the scheduler; nothing was cancelled",
+                task.state
+            )));
+        };
+        let grace = self.cancel_grace();
         if let Some(run) = self.running.get_mut(&key) {
             run.cancelled = true;
-            match run.pid {
-                Some(pid) => super::super::exec::kill_group(pid, self.cancel_grace(), &self.rt),
-                None => self.finish(key, Err("cancelled".into()), round),
+            let how = run.how;
+            if self.exec.of(how).cancel(key, grace) == Cancelled::Ended {
+                self.finish(key, Err("cancelled".into()), round);
             }
             return Ok(());
         }
-        let actions = self
-            .core
-            .cancel(self.time.model_now(), key)
-            .expect("a waiting task can be cancelled");
+        let actions = self.core.cancel(self.time.model_now(), key).map_err(|e| {
+            log::error!("cannot cancel task {id}: {e}");
+            AgentError::NotCancellable(format!("task {id}: {e}"))
+        })?;
         self.end(key, TaskStatus::Cancelled, None, round);
         self.apply(actions, round);
         Ok(())
@@ -261,20 +294,22 @@ impl Engine {
     /// first of their submissions.
     pub(super) fn metrics(&self) -> Metrics {
         let scale = self.time.scale();
-        let ran: Vec<&TaskInfo> = self
+        // (task, start, end), unix seconds.
+        let ran: Vec<(&TaskInfo, f64, f64)> = self
             .tasks
             .iter()
-            .filter(|t| {
+            .filter(|(t, _)| {
                 matches!(
                     t.state,
                     TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled
-                ) && t.started.is_some()
-                    && t.finished.is_some()
+                )
             })
+            .filter_map(|(t, _)| Some((t, t.started?, t.finished?)))
             .collect();
         let rejected: Vec<Rejection> = self
             .tasks
             .iter()
+            .map(|(t, _)| t)
             .filter(|t| t.state == TaskStatus::Rejected)
             .map(|t| Rejection {
                 id: t.id.clone(),
@@ -283,15 +318,15 @@ impl Engine {
             .collect();
         let origin = ran
             .iter()
-            .map(|t| t.submitted)
+            .map(|(t, _, _)| t.submitted)
             .fold(f64::INFINITY, f64::min);
         let model = |unix: f64| (unix - origin) * scale;
         let mut busy_s = vec![0.0; self.devices.len()];
         let mut busy_j = 0.0;
         let done: Vec<Completed> = ran
             .iter()
-            .map(|t| {
-                let (start, end) = (model(t.started.unwrap()), model(t.finished.unwrap()));
+            .map(|&(t, started, finished)| {
+                let (start, end) = (model(started), model(finished));
                 for &d in &t.devices {
                     if let Some(b) = busy_s.get_mut(d as usize) {
                         *b += end - start;

@@ -14,16 +14,19 @@ pub struct Timebase {
 }
 
 impl Timebase {
-    /// A clock starting now, `scale` (> 0) times faster than the wall.
-    pub fn new(scale: f64) -> Timebase {
-        assert!(scale.is_finite() && scale > 0.0, "time scale {scale}");
-        Timebase {
+    /// A clock starting now, `scale` times faster than the wall; `None`
+    /// unless `scale` is a finite number > 0.
+    pub fn new(scale: f64) -> Option<Timebase> {
+        if !(scale.is_finite() && scale > 0.0) {
+            return None;
+        }
+        Some(Timebase {
             origin: Instant::now(),
             origin_unix: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
             scale,
-        }
+        })
     }
 
     /// The scale.
@@ -67,7 +70,9 @@ mod tests {
 
     #[test]
     fn model_time_is_scaled_wall_time() {
-        let t = Timebase::new(100.0);
+        assert!(Timebase::new(0.0).is_none());
+        assert!(Timebase::new(f64::NAN).is_none());
+        let t = Timebase::new(100.0).unwrap();
         assert_eq!(t.model_of_unix(t.origin_unix + 2.0), 200.0);
         let (m, u) = (t.model_now(), t.unix_now());
         assert!(

@@ -1,0 +1,102 @@
+//! Carrying out the runs the core starts, through one trait: a task with a
+//! command runs as a process ([`super::process::Processes`]), one without is
+//! modelled ([`super::modelled::Modelled`]).
+//!
+//! The engine keeps the order: a run's start is stored before
+//! [`Executor::start`], and its end is recorded in the same round as
+//! [`Executor::release`]. An executor never calls back into the engine: a
+//! process reports its end as [`super::Request::Exited`], a modelled run's end
+//! is due at a time the engine asks for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpu_agent_backend::mock::MockProcess;
+use gpu_agent_backend::ModelledLoad;
+use gpu_agent_dbus::TaskInfo;
+use gpu_agent_plugin_api::{AppModel, TaskKey};
+
+use crate::store::Op;
+
+/// What starting a run needs.
+pub(super) struct Start<'a> {
+    /// The task's core key.
+    pub key: TaskKey,
+    /// The task, stored running on its devices.
+    pub task: &'a TaskInfo,
+    /// Its DVFS profile.
+    pub app: &'a AppModel,
+    /// The run time the core expects, model seconds.
+    pub runtime: f64,
+}
+
+/// What a cancellation did to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cancelled {
+    /// The run is over (or never began): the task ends now.
+    Ended,
+    /// The run was asked to end; its end is reported later.
+    Signalled,
+}
+
+/// What a stop does to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AtStop {
+    /// It goes on after the daemon; the next start finds it.
+    Keep,
+    /// It ends with the daemon: this process group, if any, is ended once
+    /// the stop is stored.
+    End(Option<u32>),
+}
+
+/// One way of running tasks. Each call names a run by its task's core key;
+/// a key is started at most once and released at most once.
+pub(super) trait Executor {
+    /// Starts a run. `Err`: why it could not start (nothing runs, nothing
+    /// is held). Changes to store right after this round go to `unsaved`.
+    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), String>;
+
+    /// Asks the run of `key` to end early, with `grace` between the polite
+    /// and the forced end.
+    fn cancel(&mut self, key: TaskKey, grace: Duration) -> Cancelled;
+
+    /// The run of `task` (key `key`) has ended, or will never start: lets go
+    /// of what it held. Changes to store go to `ops`.
+    fn release(&mut self, key: TaskKey, task: &TaskInfo, ops: &mut Vec<Op>);
+
+    /// What a stop does to the run of `key`; `keep`: `keep_tasks_on_stop`.
+    fn at_stop(&self, key: TaskKey, keep: bool) -> AtStop;
+}
+
+/// The load runs put on GPUs that model it (the mock), so that those draw the
+/// power the task would; nothing on real GPUs.
+#[derive(Clone)]
+pub(super) struct MockLoad(pub Option<Arc<dyn ModelledLoad>>);
+
+impl MockLoad {
+    /// Shows process `pid` of `task` on each of its devices.
+    pub fn start(&self, pid: u32, task: &TaskInfo, app: &AppModel) {
+        let Some(mock) = &self.0 else { return };
+        for &d in &task.devices {
+            let process = MockProcess {
+                pid,
+                used_bytes: (task.spec.mem_gb * 1e9) as u64,
+                app: app.clone(),
+                mig: None,
+            };
+            if let Err(e) = mock.start_process(d, process) {
+                log::warn!("mock GPU {d}: {e}");
+            }
+        }
+    }
+
+    /// Takes process `pid` off `devices`.
+    pub fn end(&self, pid: u32, devices: &[u32]) {
+        let Some(mock) = &self.0 else { return };
+        for &d in devices {
+            if let Err(e) = mock.end_process(d, pid) {
+                log::warn!("mock GPU {d}: {e}");
+            }
+        }
+    }
+}
