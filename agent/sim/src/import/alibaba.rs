@@ -14,9 +14,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{column_error, csv_error, unreadable, Conversion, HostEntry, ImportError, TaskRow};
+use super::{column_error, csv_error, unreadable, Conversion, HostEntry, ImportError};
 use crate::input::InputError;
 use gpu_agent_core::catalogue;
+use gpu_agent_core::TaskSpec;
+use gpu_agent_plugin_api::AppModel;
 
 /// How one GPU model of the node list becomes a catalogue model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -271,7 +273,7 @@ pub fn convert(
         after_limit: 0,
         devices: wanted as u32,
     };
-    let mut kept: Vec<(u64, TaskRow)> = Vec::new();
+    let mut kept: Vec<(u64, TaskSpec)> = Vec::new();
     let mut csv = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(pods);
@@ -328,7 +330,7 @@ pub fn convert(
             }
             kept.push((
                 creation,
-                TaskRow {
+                TaskSpec {
                     id: pod.name,
                     arrival: 0.0,
                     workload,
@@ -336,7 +338,9 @@ pub fn convert(
                     deadline: 0.0,
                     weight: pod.weight,
                     gpus: pod.gpus,
+                    alt_gpus: Vec::new(),
                     runtimes: Vec::new(),
+                    app: AppModel::builtin_default(),
                 },
             ));
         }

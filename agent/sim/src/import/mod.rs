@@ -9,6 +9,8 @@ pub mod sos;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use gpu_agent_core::TaskSpec;
+
 use crate::atomic::AtomicFile;
 
 use crate::input::trace::Trace;
@@ -36,27 +38,6 @@ pub struct HostEntry {
     pub mem_gb: Option<f64>,
 }
 
-/// One row of the trace to write.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskRow {
-    /// Task id.
-    pub id: String,
-    /// Earliest start (s).
-    pub arrival: f64,
-    /// Work units.
-    pub workload: f64,
-    /// Memory demand (GB).
-    pub mem_gb: f64,
-    /// Absolute deadline (s).
-    pub deadline: f64,
-    /// Priority weight.
-    pub weight: f64,
-    /// Devices needed at once.
-    pub gpus: u32,
-    /// Run time on each device (s), or empty.
-    pub runtimes: Vec<f64>,
-}
-
 /// A converted workload: a host and the tasks of a trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversion {
@@ -64,8 +45,9 @@ pub struct Conversion {
     pub host_header: String,
     /// The host's entries, in device order.
     pub host: Vec<HostEntry>,
-    /// The trace's rows, in input order.
-    pub tasks: Vec<TaskRow>,
+    /// The trace's tasks, in input order (written without `app`: each runs
+    /// the built-in `default` profile).
+    pub tasks: Vec<TaskSpec>,
 }
 
 /// Why a conversion failed.
@@ -236,6 +218,7 @@ fn unreadable(path: &Path, e: std::io::Error) -> ImportError {
 mod tests {
     use super::*;
     use gpu_agent_core::catalogue;
+    use gpu_agent_plugin_api::AppModel;
 
     #[test]
     fn decimals_are_rounded_to_thousandths_without_trailing_zeros() {
@@ -263,7 +246,7 @@ mod tests {
                 speed: 0.5,
                 mem_gb: Some(8.0),
             }],
-            tasks: vec![TaskRow {
+            tasks: vec![TaskSpec {
                 id: "a,b".into(),
                 arrival: 1.0,
                 workload: 2.5,
@@ -271,7 +254,9 @@ mod tests {
                 deadline: 6.0,
                 weight: 1.5,
                 gpus: 2,
+                alt_gpus: Vec::new(),
                 runtimes: vec![],
+                app: AppModel::builtin_default(),
             }],
         }
     }

@@ -13,9 +13,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{column_error, unreadable, Conversion, HostEntry, ImportError, TaskRow};
+use super::{column_error, unreadable, Conversion, HostEntry, ImportError};
 use crate::input::InputError;
 use gpu_agent_core::catalogue;
+use gpu_agent_core::TaskSpec;
+use gpu_agent_plugin_api::AppModel;
 
 /// The catalogue model of the host's identical devices.
 pub const MODEL: &str = "V100-SXM2-32GB";
@@ -166,7 +168,7 @@ pub fn convert(
         let release = integer(1 + 2 * m, "release_tick", 0)?;
         let shortest = *p.iter().min().expect("at least one machine");
         let arrival = release as f64 * tick;
-        tasks.push(TaskRow {
+        tasks.push(TaskSpec {
             id: format!("j{line}"),
             arrival,
             workload: shortest as f64 * tick,
@@ -174,7 +176,9 @@ pub fn convert(
             deadline: arrival + options.slack * shortest as f64 * tick,
             weight,
             gpus: 1,
+            alt_gpus: Vec::new(),
             runtimes: p.iter().map(|&p_i| p_i as f64 * tick).collect(),
+            app: AppModel::builtin_default(),
         });
     }
     let machines = shape.map_or(0, |(fields, _)| (fields - 2) / 2);
