@@ -9,8 +9,8 @@
 //! ratio, largest first; equal ratios in arrival order (task key).
 //!
 //! - **Assignment.** A task J offered at time t goes to the device, among those
-//!   that can hold it ([`Task::fits`]: memory, finite run time, online), with
-//!   the least
+//!   that can hold it ([`Task::fits`](gpu_agent_plugin_api::Task::fits):
+//!   memory, finite run time, online), with the least
 //!   cost_i = w_J (p_iJ + Σ_{K ahead of J} iota_K p_iK) + p_iJ Σ_{K behind J} w_K iota_K,
 //!   ties to the lowest index, where iota_K = (p_iK − done_K) / p_iK is the
 //!   share of K's virtual work still to do at t. K is ahead of J when
