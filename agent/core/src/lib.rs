@@ -5,6 +5,7 @@
 //! bus: the simulator and the daemon drive it and carry out its actions.
 //!
 //! - [`scheduler`]: the core ([`Core`]): queues, dispatch, checking decisions;
+//! - [`agenda`]: what is due when, the event queue of the core's drivers;
 //! - [`task`]: a task as the core takes it, and its value rules;
 //! - [`host`]: a host's devices;
 //! - [`catalogue`] and [`mig`]: GPU models with clock tables and power limits,
@@ -13,6 +14,7 @@
 //! - [`metrics`]: the metrics of a run (formats.md §4);
 //! - [`policy`]: a running policy object, and the built-in FIFO fallback.
 
+pub mod agenda;
 pub mod apps;
 pub mod catalogue;
 pub mod host;

@@ -7,13 +7,13 @@
 //! draws its catalogue idle power.
 
 use std::{
-    cmp::{Ordering, Reverse},
-    collections::{BinaryHeap, HashSet},
+    collections::HashSet,
     time::{Duration, Instant},
 };
 
 use gpu_agent_plugin_api::TaskKey;
 
+use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::apps::power_w;
 use gpu_agent_core::host::Host;
 use gpu_agent_core::metrics::{self, Completed, Metrics, Rejection};
@@ -68,49 +68,32 @@ impl SchedulingTime {
     }
 }
 
-#[derive(Debug, PartialEq)]
-enum Due {
+/// What is due: at equal times finishes come first (they free devices), then
+/// arrivals (which are not in the agenda: they come from the trace, ranked
+/// [`ARRIVAL_RANK`]), then wake-ups; equal ranks in the order they were added.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Due {
+    rank: u8,
+    seq: u64,
+    what: What,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum What {
     Finish(TaskKey),
     Timer,
 }
 
-#[derive(Debug)]
-struct Entry {
-    time: f64,
-    seq: u64,
-    due: Due,
-}
-
-impl Entry {
+impl What {
     fn rank(&self) -> u8 {
-        match self.due {
-            Due::Finish(_) => 0,
-            Due::Timer => 2,
+        match self {
+            What::Finish(_) => 0,
+            What::Timer => 2,
         }
     }
 }
 
 const ARRIVAL_RANK: u8 = 1;
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.time
-            .total_cmp(&other.time)
-            .then(self.rank().cmp(&other.rank()))
-            .then(self.seq.cmp(&other.seq))
-    }
-}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Entry {}
 
 /// Replays `trace` on `host` under `policy`; `progress` is told how many tasks
 /// have arrived so far.
@@ -134,7 +117,7 @@ pub fn simulate(
     let mut run = Run {
         host,
         now: 0.0,
-        heap: BinaryHeap::new(),
+        agenda: Agenda::new(),
         seq: 0,
         timers: HashSet::new(),
         schedule: Vec::new(),
@@ -147,47 +130,48 @@ pub fn simulate(
     let mut clock = Stopwatch::default();
     loop {
         let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
-        let heap_first = run.heap.peek().is_some_and(|Reverse(e)| {
-            arrival.is_none_or(|a| (e.time, e.rank()) < (a, ARRIVAL_RANK))
-        });
-        let (now, actions) = if heap_first {
-            let Reverse(entry) = run.heap.pop().expect("peeked");
-            let input = match entry.due {
-                Due::Finish(task) => Input::Finished { task, ok: true },
-                Due::Timer => {
-                    run.timers.remove(&entry.time.to_bits());
-                    Input::Timer
+        let agenda_first = run
+            .agenda
+            .peek()
+            .is_some_and(|(at, due)| arrival.is_none_or(|a| (at, due.rank) < (a, ARRIVAL_RANK)));
+        let (now, actions) =
+            if let Some((at, due)) = agenda_first.then(|| run.agenda.pop()).flatten() {
+                let input = match due.what {
+                    What::Finish(task) => Input::Finished { task, ok: true },
+                    What::Timer => {
+                        run.timers.remove(&at.to_bits());
+                        Input::Timer
+                    }
+                };
+                (at, clock.time(|| core.handle(at, input)))
+            } else if let Some(a) = arrival {
+                let spec = trace.tasks[order[next]].spec.clone();
+                next += 1;
+                progress(next);
+                (a, clock.time(|| core.submit(a, spec).1))
+            } else if core.unfinished() > 0 {
+                let actions = clock.time(|| core.handle(run.now, Input::Stalled));
+                if !actions.iter().any(|a| {
+                    matches!(
+                        a,
+                        Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
+                    )
+                }) {
+                    let first = core
+                        .pending()
+                        .first()
+                        .map(|&k| core.task(k).id.to_string())
+                        .unwrap_or_default();
+                    return Err(SimError::Stranded {
+                        policy: core.policy_name().into(),
+                        count: core.unfinished(),
+                        first,
+                    });
                 }
+                (run.now, actions)
+            } else {
+                break;
             };
-            (entry.time, clock.time(|| core.handle(entry.time, input)))
-        } else if let Some(a) = arrival {
-            let spec = trace.tasks[order[next]].spec.clone();
-            next += 1;
-            progress(next);
-            (a, clock.time(|| core.submit(a, spec).1))
-        } else if core.unfinished() > 0 {
-            let actions = clock.time(|| core.handle(run.now, Input::Stalled));
-            if !actions.iter().any(|a| {
-                matches!(
-                    a,
-                    Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
-                )
-            }) {
-                let first = core
-                    .pending()
-                    .first()
-                    .map(|&k| core.task(k).id.to_string())
-                    .unwrap_or_default();
-                return Err(SimError::Stranded {
-                    policy: core.policy_name().into(),
-                    count: core.unfinished(),
-                    first,
-                });
-            }
-            (run.now, actions)
-        } else {
-            break;
-        };
         run.now = now;
         run.apply(&core, actions);
     }
@@ -234,9 +218,10 @@ impl Stopwatch {
 struct Run<'h> {
     host: &'h Host,
     now: f64,
-    heap: BinaryHeap<Reverse<Entry>>,
+    agenda: Agenda<Due>,
+    /// Agenda items added so far.
     seq: u64,
-    /// Wake-up times already in the heap (as bits), so each is delivered once.
+    /// Wake-up times in the agenda (as bits), so each is delivered once.
     timers: HashSet<u64>,
     schedule: Vec<ScheduleRow>,
     completed: Vec<Completed>,
@@ -247,13 +232,14 @@ struct Run<'h> {
 }
 
 impl Run<'_> {
-    fn push(&mut self, time: f64, due: Due) {
+    fn push(&mut self, at: f64, what: What) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry {
-            time,
+        let due = Due {
+            rank: what.rank(),
             seq: self.seq,
-            due,
-        }));
+            what,
+        };
+        self.agenda.push(at, due);
     }
 
     fn apply(&mut self, core: &Core, actions: Vec<Action>) {
@@ -288,7 +274,7 @@ impl Run<'_> {
                         end,
                         devices: devices.len(),
                     });
-                    self.push(end, Due::Finish(task));
+                    self.push(end, What::Finish(task));
                 }
                 Action::Reject { task, reason } => {
                     self.rejected.push(Rejection {
@@ -298,7 +284,7 @@ impl Run<'_> {
                 }
                 Action::WakeAt { time } => {
                     if self.timers.insert(time.to_bits()) {
-                        self.push(time, Due::Timer);
+                        self.push(time, What::Timer);
                     }
                 }
                 Action::PolicyFault { policy, reason } => {

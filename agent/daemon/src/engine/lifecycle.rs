@@ -4,7 +4,7 @@
 use gpu_agent_plugin_api::{Clocks, TaskKey};
 
 use super::executor::{AtStop, Start};
-use super::{Due, Effect, Engine, How, Notice, Request, Round, Running};
+use super::{Effect, Engine, How, Notice, Request, Round, Running};
 use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
 use gpu_agent_backend::ClockRange;
@@ -82,8 +82,8 @@ impl Engine {
                     self.end(task, TaskStatus::Rejected, Some(reason), round);
                 }
                 Action::WakeAt { time } => {
-                    if !self.timers.iter().any(|d| d.at == time) {
-                        self.timers.push(Due { at: time, what: () });
+                    if !self.timers.has_time(time) {
+                        self.timers.push(time, ());
                     }
                 }
                 Action::PolicyFault { policy, reason } => {

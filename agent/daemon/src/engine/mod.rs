@@ -26,7 +26,7 @@ mod requests;
 mod table;
 mod time;
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -39,6 +39,7 @@ use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
 use executor::{Executor, MockLoad};
 use gpu_agent_backend::{GpuBackend, ModelledLoad};
+use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::metrics::Metrics;
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, host::DeviceSpec};
@@ -244,29 +245,6 @@ struct Running {
     cancelled: bool,
 }
 
-/// A wake-up for `what` at model time `at`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Due<T> {
-    at: f64,
-    what: T,
-}
-
-impl<T: Ord> Eq for Due<T> {}
-impl<T: Ord> Ord for Due<T> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Earliest (then smallest) first from a max-heap.
-        other
-            .at
-            .total_cmp(&self.at)
-            .then_with(|| other.what.cmp(&self.what))
-    }
-}
-impl<T: Ord> PartialOrd for Due<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 /// Something to do once the round's changes are stored.
 enum Effect {
     Reply(Box<dyn FnOnce() + Send>),
@@ -325,7 +303,7 @@ pub struct Engine {
     running: HashMap<TaskKey, Running>,
     exec: Executors,
     /// Policy wake-ups.
-    timers: BinaryHeap<Due<()>>,
+    timers: Agenda<()>,
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
     stopping: bool,
@@ -380,7 +358,7 @@ impl Engine {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
                 modelled: Modelled::new(setup.time, gpus),
             },
-            timers: BinaryHeap::new(),
+            timers: Agenda::new(),
             unsaved: Vec::new(),
             stopping: false,
         };
@@ -402,8 +380,8 @@ impl Engine {
             let mut first = std::mem::take(&mut self.deferred);
             if first.is_empty() {
                 let next = match (self.timers.peek(), self.exec.modelled.next_end()) {
-                    (Some(timer), Some(end)) => Some(timer.at.min(end)),
-                    (timer, end) => timer.map(|d| d.at).or(end),
+                    (Some((timer, ())), Some(end)) => Some(timer.min(end)),
+                    (timer, end) => timer.map(|(at, ())| at).or(end),
                 };
                 let wait = next.map(|at| self.time.wall_until(at));
                 let got = match wait {
@@ -445,8 +423,7 @@ impl Engine {
             }
         }
         let mut timer = false;
-        while self.timers.peek().is_some_and(|d| d.at <= now) {
-            self.timers.pop();
+        while self.timers.pop_due(now).is_some() {
             timer = true;
         }
         if timer && !self.stopping {

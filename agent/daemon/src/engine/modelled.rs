@@ -1,15 +1,16 @@
 //! Modelled runs: a task without a command runs for the time the core
 //! expects, as a simulated process on the mock GPUs.
 
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::TaskKey;
 
 use super::executor::{AtStop, Cancelled, Executor, MockLoad, Start};
-use super::{Due, Timebase};
+use super::Timebase;
 use crate::store::Op;
+use gpu_agent_core::agenda::Agenda;
 
 /// The pid the mock GPUs show for a modelled run: above Linux's pid range
 /// (2^22); unique among the tasks a device could hold at once.
@@ -24,7 +25,7 @@ pub(super) struct Modelled {
     /// Started and not yet released.
     live: HashSet<TaskKey>,
     /// Modelled ends, earliest first; released runs' ends are skipped.
-    ends: BinaryHeap<Due<TaskKey>>,
+    ends: Agenda<TaskKey>,
 }
 
 impl Modelled {
@@ -34,15 +35,15 @@ impl Modelled {
             time,
             gpus,
             live: HashSet::new(),
-            ends: BinaryHeap::new(),
+            ends: Agenda::new(),
         }
     }
 
     /// When the next live run ends, model time.
     pub(super) fn next_end(&mut self) -> Option<f64> {
-        while let Some(due) = self.ends.peek() {
-            if self.live.contains(&due.what) {
-                return Some(due.at);
+        while let Some((at, key)) = self.ends.peek() {
+            if self.live.contains(key) {
+                return Some(at);
             }
             self.ends.pop();
         }
@@ -53,11 +54,9 @@ impl Modelled {
     /// live until released).
     pub(super) fn due(&mut self, now: f64) -> Vec<TaskKey> {
         let mut due = Vec::new();
-        while self.ends.peek().is_some_and(|d| d.at <= now) {
-            if let Some(end) = self.ends.pop() {
-                if self.live.contains(&end.what) {
-                    due.push(end.what);
-                }
+        while let Some((_, key)) = self.ends.pop_due(now) {
+            if self.live.contains(&key) {
+                due.push(key);
             }
         }
         due
@@ -66,10 +65,8 @@ impl Modelled {
 
 impl Executor for Modelled {
     fn start(&mut self, start: Start<'_>, _unsaved: &mut Vec<Op>) -> Result<(), String> {
-        self.ends.push(Due {
-            at: self.time.model_now() + start.runtime,
-            what: start.key,
-        });
+        self.ends
+            .push(self.time.model_now() + start.runtime, start.key);
         self.live.insert(start.key);
         self.gpus
             .start(simulated_pid(start.key), start.task, start.app);
