@@ -273,9 +273,14 @@ struct Round {
 
 impl Round {
     fn reply<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T, AgentError>) {
+        self.answer(reply, result);
+    }
+
+    /// Sends `value` on `to` once the round's changes are stored.
+    fn answer<T: Send + 'static>(&mut self, to: oneshot::Sender<T>, value: T) {
         self.effects.push(Effect::Reply(Box::new(move || {
             // The caller may have gone away; nothing to do then.
-            let _ = reply.send(result);
+            let _ = to.send(value);
         })));
     }
 

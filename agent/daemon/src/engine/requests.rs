@@ -34,11 +34,7 @@ impl Engine {
                 round.reply(reply, Err(stopping("nothing was reloaded")));
             }
             // Answered after the first stop's effects.
-            Request::Stop { reply } => {
-                round.effects.push(super::Effect::Reply(Box::new(move || {
-                    let _ = reply.send(());
-                })))
-            }
+            Request::Stop { reply } => round.answer(reply, ()),
             // Reads, and the ends of processes kept on a stop.
             request => self.serve(request, round),
         }
@@ -106,9 +102,7 @@ impl Engine {
             }
             Request::Stop { reply } => {
                 self.stop(round);
-                round.effects.push(super::Effect::Reply(Box::new(move || {
-                    let _ = reply.send(());
-                })));
+                round.answer(reply, ());
             }
         }
     }
