@@ -6,6 +6,8 @@
 //! has 8 memory slices and 7 compute slices. The tables follow NVIDIA's MIG user
 //! guide ("Supported MIG Profiles"); memory sizes are the MiB the driver lists.
 
+pub mod placement;
+
 /// One GPU-instance profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigProfile {
@@ -40,6 +42,11 @@ impl MigTable {
     /// The profile with the driver's id `id`.
     pub fn profile(&self, id: u32) -> Option<&'static MigProfile> {
         self.profiles.iter().find(|p| p.id == id)
+    }
+
+    /// The profile named `name` (e.g. `3g.20gb`).
+    pub fn profile_named(&self, name: &str) -> Option<&'static MigProfile> {
+        self.profiles.iter().find(|p| p.name == name)
     }
 }
 
