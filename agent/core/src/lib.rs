@@ -10,6 +10,8 @@
 //! - [`host`]: a host's devices;
 //! - [`catalogue`] and [`mig`]: GPU models with clock tables and power limits,
 //!   and NVIDIA's MIG profile tables;
+//! - [`placement`]: the MIG placement tree: every valid layout and
+//!   configuration of a table, and first-fit-decreasing placement;
 //! - [`apps`]: DVFS application profiles and the power model;
 //! - [`metrics`]: the metrics of a run (formats.md §4);
 //! - [`policy`]: a running policy object, and the built-in FIFO fallback.
@@ -20,6 +22,7 @@ pub mod catalogue;
 pub mod host;
 pub mod metrics;
 pub mod mig;
+pub mod placement;
 pub mod policy;
 pub mod scheduler;
 pub mod task;
