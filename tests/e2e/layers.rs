@@ -19,6 +19,9 @@ use serde_json::Value;
 /// build and dev dependencies alike).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("gpu-agent-plugin-api", &[]),
+    // The DVFS model and Algorithm 1: pure numbers with no workspace
+    // dependency, so the policies, the simulator and gpuctl share one rule.
+    ("gpu-agent-dvfs", &[]),
     ("gpu-agent-eft-rule", &["gpu-agent-plugin-api"]),
     (
         "gpu-agent-sa-search",
@@ -50,6 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// What the middle layer may use: the core and what the core uses.
 const MIDDLE: &[&str] = &[
+    "gpu-agent-dvfs",
     "gpu-agent-plugin-api",
     "gpu-agent-policy-fifo",
     "gpu-agent-core",
@@ -57,6 +61,7 @@ const MIDDLE: &[&str] = &[
 
 /// What the binaries' crates may use: every layer below them.
 const TOP: &[&str] = &[
+    "gpu-agent-dvfs",
     "gpu-agent-plugin-api",
     "gpu-agent-policy-fifo",
     "gpu-agent-core",
