@@ -6,8 +6,6 @@
 //! has 8 memory slices and 7 compute slices. The tables follow NVIDIA's MIG user
 //! guide ("Supported MIG Profiles"); memory sizes are the MiB the driver lists.
 
-pub mod placement;
-
 /// One GPU-instance profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigProfile {
