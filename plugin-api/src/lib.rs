@@ -35,7 +35,7 @@ pub use abi_stable;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.
-pub const ABI_VERSION: &str = "gpu-agent-policy-abi/2";
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/3";
 
 /// A task key: the task's index in [`View::tasks`], stable for the life of the core.
 pub type TaskKey = u64;
@@ -328,16 +328,284 @@ pub struct Param {
     pub value: RString,
 }
 
-/// A parameter a policy accepts.
+/// The type of a parameter's value.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamType {
+    /// `true` or `false`.
+    Bool,
+    /// A whole number (64-bit, signed).
+    Integer,
+    /// A finite real number.
+    Number,
+    /// One of [`ParamInfo::words`].
+    Choice,
+    /// Free text.
+    Text,
+}
+
+impl ParamType {
+    /// The type's name as users see it (`bool`, `integer`, `number`, `choice`, `text`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::Bool => "bool",
+            ParamType::Integer => "integer",
+            ParamType::Number => "number",
+            ParamType::Choice => "choice",
+            ParamType::Text => "text",
+        }
+    }
+}
+
+/// One end of a numeric parameter's range.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
+pub struct Bound {
+    /// The end.
+    pub value: f64,
+    /// Whether `value` itself is allowed.
+    pub inclusive: bool,
+}
+
+/// A parameter a policy accepts: its name, type, default, range and help.
+///
+/// Built with the `const` constructors ([`ParamInfo::integer`], ...) and
+/// narrowed with [`ParamInfo::at_least`], [`ParamInfo::above`],
+/// [`ParamInfo::at_most`], [`ParamInfo::below`] and [`ParamInfo::or_words`];
+/// [`ParamInfo::check`] is the one check of a value against it.
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug)]
 pub struct ParamInfo {
     /// Name.
     pub key: RStr<'static>,
-    /// Default value.
+    /// Type of its value.
+    pub kind: ParamType,
+    /// Default value, as a user would write it.
     pub default: RStr<'static>,
+    /// Lower end of the range (integer and number parameters).
+    pub min: ROption<Bound>,
+    /// Upper end of the range (integer and number parameters).
+    pub max: ROption<Bound>,
+    /// A choice's values; for an integer or number, words it accepts besides
+    /// numbers (such as `auto`).
+    pub words: RSlice<'static, RStr<'static>>,
     /// What it does.
     pub help: RStr<'static>,
+}
+
+impl ParamInfo {
+    const fn new(
+        key: &'static str,
+        kind: ParamType,
+        default: &'static str,
+        help: &'static str,
+    ) -> ParamInfo {
+        ParamInfo {
+            key: RStr::from_str(key),
+            kind,
+            default: RStr::from_str(default),
+            min: ROption::RNone,
+            max: ROption::RNone,
+            words: RSlice::from_slice(&[]),
+            help: RStr::from_str(help),
+        }
+    }
+
+    /// A `true`/`false` parameter.
+    pub const fn bool(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
+        ParamInfo::new(key, ParamType::Bool, default, help)
+    }
+
+    /// A whole-number parameter.
+    pub const fn integer(
+        key: &'static str,
+        default: &'static str,
+        help: &'static str,
+    ) -> ParamInfo {
+        ParamInfo::new(key, ParamType::Integer, default, help)
+    }
+
+    /// A real-number parameter.
+    pub const fn number(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
+        ParamInfo::new(key, ParamType::Number, default, help)
+    }
+
+    /// A parameter taking one of `words`.
+    pub const fn choice(
+        key: &'static str,
+        default: &'static str,
+        words: &'static [RStr<'static>],
+        help: &'static str,
+    ) -> ParamInfo {
+        ParamInfo::new(key, ParamType::Choice, default, help).or_words(words)
+    }
+
+    /// A free-text parameter.
+    pub const fn text(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
+        ParamInfo::new(key, ParamType::Text, default, help)
+    }
+
+    /// Values from `min` up.
+    pub const fn at_least(mut self, min: f64) -> ParamInfo {
+        self.min = ROption::RSome(Bound {
+            value: min,
+            inclusive: true,
+        });
+        self
+    }
+
+    /// Values above `min`.
+    pub const fn above(mut self, min: f64) -> ParamInfo {
+        self.min = ROption::RSome(Bound {
+            value: min,
+            inclusive: false,
+        });
+        self
+    }
+
+    /// Values up to `max`.
+    pub const fn at_most(mut self, max: f64) -> ParamInfo {
+        self.max = ROption::RSome(Bound {
+            value: max,
+            inclusive: true,
+        });
+        self
+    }
+
+    /// Values below `max`.
+    pub const fn below(mut self, max: f64) -> ParamInfo {
+        self.max = ROption::RSome(Bound {
+            value: max,
+            inclusive: false,
+        });
+        self
+    }
+
+    /// Words accepted besides numbers (for a choice: its values).
+    pub const fn or_words(mut self, words: &'static [RStr<'static>]) -> ParamInfo {
+        self.words = RSlice::from_slice(words);
+        self
+    }
+
+    /// What a value must be, in words: `an integer from 0 to 8`,
+    /// `auto or a number > 0`, `one of rr, edf`.
+    pub fn expected(&self) -> String {
+        let words: Vec<&str> = self.words.iter().map(|w| w.as_str()).collect();
+        let range = |what: &str| {
+            let num = |b: &Bound| format!("{}", b.value);
+            match (
+                self.min.as_ref().into_option(),
+                self.max.as_ref().into_option(),
+            ) {
+                (Some(lo), Some(hi)) if lo.inclusive && hi.inclusive => {
+                    format!("{what} from {} to {}", num(lo), num(hi))
+                }
+                (Some(lo), Some(hi)) => format!(
+                    "{what} in {}{}, {}{}",
+                    if lo.inclusive { "[" } else { "(" },
+                    num(lo),
+                    num(hi),
+                    if hi.inclusive { "]" } else { ")" }
+                ),
+                (Some(lo), None) => {
+                    format!(
+                        "{what} {} {}",
+                        if lo.inclusive { ">=" } else { ">" },
+                        num(lo)
+                    )
+                }
+                (None, Some(hi)) => {
+                    format!(
+                        "{what} {} {}",
+                        if hi.inclusive { "<=" } else { "<" },
+                        num(hi)
+                    )
+                }
+                (None, None) => what.to_string(),
+            }
+        };
+        let numeric = |what: &str| match words.as_slice() {
+            [] => range(what),
+            w => format!("{} or {}", w.join(", "), range(what)),
+        };
+        match self.kind {
+            ParamType::Bool => "true or false".into(),
+            ParamType::Integer => numeric("an integer"),
+            ParamType::Number => numeric("a number"),
+            ParamType::Choice => format!("one of {}", words.join(", ")),
+            ParamType::Text => "text".into(),
+        }
+    }
+
+    /// Whether `value` is numerically within the range.
+    fn in_range(&self, value: f64) -> bool {
+        let above = self.min.as_ref().into_option().is_none_or(|b| {
+            if b.inclusive {
+                value >= b.value
+            } else {
+                value > b.value
+            }
+        });
+        let below = self.max.as_ref().into_option().is_none_or(|b| {
+            if b.inclusive {
+                value <= b.value
+            } else {
+                value < b.value
+            }
+        });
+        above && below
+    }
+
+    /// Checks `value` (as a user writes it) against the type, range and words;
+    /// the error names the key, what it expects and what it got.
+    pub fn check(&self, value: &str) -> Result<(), String> {
+        let word = self.words.iter().any(|w| w.as_str() == value);
+        let ok = match self.kind {
+            ParamType::Bool => matches!(value, "true" | "false"),
+            ParamType::Integer => {
+                word || value.parse::<i64>().is_ok_and(|n| self.in_range(n as f64))
+            }
+            ParamType::Number => {
+                word || value
+                    .parse::<f64>()
+                    .is_ok_and(|x| x.is_finite() && self.in_range(x))
+            }
+            ParamType::Choice => word,
+            ParamType::Text => true,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: expected {}, got {value:?}",
+                self.key,
+                self.expected()
+            ))
+        }
+    }
+}
+
+/// Checks every parameter in `params` against `infos`: an unknown key or a bad
+/// value is an error naming the key.
+pub fn check_params<'a>(
+    infos: &[ParamInfo],
+    params: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), String> {
+    for (key, value) in params {
+        match infos.iter().find(|i| i.key.as_str() == key) {
+            Some(info) => info.check(value)?,
+            None => {
+                let takes: Vec<&str> = infos.iter().map(|i| i.key.as_str()).collect();
+                let takes = if takes.is_empty() {
+                    "none".to_string()
+                } else {
+                    takes.join(", ")
+                };
+                return Err(format!("unknown parameter {key:?} (it takes: {takes})"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A policy object as it crosses the ABI.
@@ -541,6 +809,55 @@ mod tests {
                 mem: 1.0
             }),
             1.5
+        );
+    }
+
+    #[test]
+    fn parameters_are_checked_against_type_range_and_words() {
+        const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
+        const DEALING: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
+        let size = ParamInfo::integer("group_size", "1", "")
+            .at_least(1.0)
+            .at_most(3.0);
+        assert_eq!(size.check("3"), Ok(()));
+        assert_eq!(
+            size.check("4"),
+            Err("group_size: expected an integer from 1 to 3, got \"4\"".into())
+        );
+        assert!(size.check("2.0").is_err());
+        let alpha = ParamInfo::number("alpha", "0.5", "")
+            .above(0.0)
+            .at_most(1.0);
+        assert_eq!(alpha.check("1"), Ok(()));
+        assert_eq!(
+            alpha.check("0"),
+            Err("alpha: expected a number in (0, 1], got \"0\"".into())
+        );
+        assert!(alpha.check("NaN").is_err());
+        let t0 = ParamInfo::number("t0", "auto", "")
+            .above(0.0)
+            .or_words(AUTO);
+        assert_eq!(t0.check("auto"), Ok(()));
+        assert_eq!(t0.check("2.5"), Ok(()));
+        assert_eq!(
+            t0.check("-1"),
+            Err("t0: expected auto or a number > 0, got \"-1\"".into())
+        );
+        let dealing = ParamInfo::choice("dealing", "edf", DEALING, "");
+        assert_eq!(dealing.check("rr"), Ok(()));
+        assert_eq!(
+            dealing.check("fifo"),
+            Err("dealing: expected one of rr, edf, got \"fifo\"".into())
+        );
+        assert_eq!(
+            ParamInfo::bool("b", "false", "").check("yes"),
+            Err("b: expected true or false, got \"yes\"".into())
+        );
+        let infos = [size, alpha];
+        assert_eq!(check_params(&infos, [("alpha", "0.6")]), Ok(()));
+        assert_eq!(
+            check_params(&infos, [("beta", "1")]),
+            Err("unknown parameter \"beta\" (it takes: group_size, alpha)".into())
         );
     }
 

@@ -2,6 +2,7 @@
 //! version, duplicates, and a policy that panics.
 
 use gpu_agent_loader::{Plugin, PluginError, Registry};
+use gpu_agent_plugin_api::ParamType;
 
 use crate::harness::{self, failure, success, Sim, ABI_MISMATCH, FIFO, GREEDY_EFT, PANICKY};
 
@@ -120,6 +121,19 @@ fn metadata_and_parameters_cross_the_boundary() {
     assert_eq!(
         panicky.parameter_names().collect::<Vec<_>>(),
         vec!["panic_in_new"]
+    );
+    // Types cross the boundary, and a value of the wrong type is refused
+    // before the plugin is asked to build anything.
+    let info = panicky.parameters()[0];
+    assert_eq!(info.kind, ParamType::Bool);
+    assert_eq!(info.default.as_str(), "false");
+    let err = panicky
+        .instantiate(&[("panic_in_new".into(), "maybe".into())])
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "policy panicky: panic_in_new: expected true or false, got \"maybe\""
     );
     let err = panicky
         .instantiate(&[("panic_in_new".into(), "true".into())])

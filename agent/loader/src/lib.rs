@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use abi_stable::library::{lib_header_from_path, LibraryError};
 use gpu_agent_core::policy::PolicyInstance;
-use gpu_agent_plugin_api::{abi_stable::std_types::RSlice, Param, PolicyModRef, ABI_VERSION};
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::RSlice, check_params, Param, ParamInfo, PolicyModRef, ABI_VERSION,
+};
 
 /// Errors from finding, loading and instantiating policies.
 #[derive(Debug, thiserror::Error)]
@@ -94,35 +96,37 @@ impl Plugin {
         self.module.description().as_str()
     }
 
-    /// Names of the parameters it takes.
-    pub fn parameter_names(&self) -> impl Iterator<Item = &'static str> {
-        self.module
-            .parameters()
-            .as_slice()
-            .iter()
-            .map(|p| p.key.as_str())
+    /// The parameters it takes, with types, defaults, ranges and help.
+    pub fn parameters(&self) -> &'static [ParamInfo] {
+        self.module.parameters().as_slice()
     }
 
-    /// Builds a policy object; every key in `params` must be one it takes.
+    /// Names of the parameters it takes.
+    pub fn parameter_names(&self) -> impl Iterator<Item = &'static str> {
+        self.parameters().iter().map(|p| p.key.as_str())
+    }
+
+    /// Checks `params` against the declared parameters without building a
+    /// policy: an unknown key, a wrong type or a value out of range is an
+    /// error naming the key.
+    pub fn check(&self, params: &[(String, String)]) -> Result<(), PluginError> {
+        check_params(
+            self.parameters(),
+            params.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|reason| PluginError::Instantiate {
+            policy: self.name().into(),
+            reason,
+        })
+    }
+
+    /// Builds a policy object from `params`, each checked first ([`Plugin::check`]).
     pub fn instantiate(&self, params: &[(String, String)]) -> Result<PolicyInstance, PluginError> {
         let fail = |reason: String| PluginError::Instantiate {
             policy: self.name().into(),
             reason,
         };
-        if let Some((key, _)) = params
-            .iter()
-            .find(|(k, _)| !self.parameter_names().any(|p| p == k))
-        {
-            let takes: Vec<_> = self.parameter_names().collect();
-            let takes = if takes.is_empty() {
-                "none".to_string()
-            } else {
-                takes.join(", ")
-            };
-            return Err(fail(format!(
-                "unknown parameter {key:?} (it takes: {takes})"
-            )));
-        }
+        self.check(params)?;
         let params: Vec<Param> = params
             .iter()
             .map(|(k, v)| Param {

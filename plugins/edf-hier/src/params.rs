@@ -1,6 +1,6 @@
 //! The policy's parameters, their defaults and their checks.
 
-use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
+use gpu_agent_plugin_api::{param, Param, ParamInfo};
 
 /// The most tasks one MILP may hold (`milp_max_tasks`): at 8, microlp's branch
 /// and bound already runs for seconds on hard instances.
@@ -10,45 +10,42 @@ pub const MAX_CONFIGS: usize = 16;
 
 /// The parameters `edf-hier` takes, as the plugin lists them.
 pub const INFO: [ParamInfo; 6] = [
-    info(
+    ParamInfo::integer(
         "groups",
         "1",
-        "K, the number of device groups (device j belongs to group j mod K); 1 to the device count",
-    ),
-    info(
+        "K, the number of device groups (device j belongs to group j mod K); at most the device count",
+    )
+    .at_least(1.0),
+    ParamInfo::integer(
         "group_size",
         "1",
-        "tasks dealt to a group at a time, in deadline order: 1, 2 or 3",
-    ),
-    info(
+        "tasks dealt to a group at a time, in deadline order",
+    )
+    .at_least(1.0)
+    .at_most(3.0),
+    ParamInfo::number(
         "period_s",
         "60",
-        "seconds between re-plans while tasks are pending (> 0)",
-    ),
-    info(
+        "seconds between re-plans while tasks are pending",
+    )
+    .above(0.0),
+    ParamInfo::integer(
         "time_limit_ms",
         "500",
-        "wall-clock limit of one MILP solve; the best plan found by then is used (>= 1)",
-    ),
-    info(
+        "wall-clock limit of one MILP solve; the best plan found by then is used",
+    )
+    .at_least(1.0),
+    ParamInfo::integer(
         "milp_max_tasks",
         "4",
-        "tasks per group in one MILP, earliest deadlines first; the rest are placed greedily (0 to 8)",
-    ),
-    info(
-        "max_configs",
-        "8",
-        "device sets considered per task (1 to 16)",
-    ),
+        "tasks per group in one MILP, earliest deadlines first; the rest are placed greedily",
+    )
+    .at_least(0.0)
+    .at_most(MAX_MILP_TASKS as f64),
+    ParamInfo::integer("max_configs", "8", "device sets considered per task")
+        .at_least(1.0)
+        .at_most(MAX_CONFIGS as f64),
 ];
-
-const fn info(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
-    ParamInfo {
-        key: RStr::from_str(key),
-        default: RStr::from_str(default),
-        help: RStr::from_str(help),
-    }
-}
 
 /// `edf-hier`'s settings.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,29 +2,28 @@
 
 use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
 
-const fn info(key: &'static str, default: &'static str, help: &'static str) -> ParamInfo {
-    ParamInfo {
-        key: RStr::from_str(key),
-        default: RStr::from_str(default),
-        help: RStr::from_str(help),
-    }
-}
+const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
 
 /// Every parameter with its default (the defaults are parsed from here).
 pub const PARAMETERS: [ParamInfo; 5] = [
-    info("seed", "1", "seed of the pseudo-random numbers (unsigned integer)"),
-    info("iterations", "2000", "neighbours tried per decision (unsigned integer)"),
-    info(
+    ParamInfo::integer("seed", "1", "seed of the pseudo-random numbers").at_least(0.0),
+    ParamInfo::integer("iterations", "2000", "neighbours tried per decision").at_least(0.0),
+    ParamInfo::number(
         "t0",
         "auto",
         "initial temperature in weighted seconds of tardiness, or auto: 0.3 x the start order's tardiness",
-    ),
-    info("alpha", "0.995", "cooling factor, T(k+1) = alpha T(k), 0 < alpha < 1"),
-    info(
+    )
+    .above(0.0)
+    .or_words(AUTO),
+    ParamInfo::number("alpha", "0.995", "cooling factor, T(k+1) = alpha T(k)")
+        .above(0.0)
+        .below(1.0),
+    ParamInfo::integer(
         "budget_ms",
         "0",
         "wall-clock cap per decision in ms, 0 = none; when it binds, results depend on machine speed",
-    ),
+    )
+    .at_least(0.0),
 ];
 
 /// Parsed parameters.

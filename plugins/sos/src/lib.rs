@@ -67,8 +67,8 @@ mod schedule;
 use std::collections::BTreeMap;
 
 use gpu_agent_plugin_api::{
-    abi_stable::std_types::{ROption, RStr},
-    param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
+    abi_stable::std_types::ROption, param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey,
+    TaskState, View,
 };
 
 use chunks::Rank;
@@ -308,13 +308,13 @@ impl PolicyImpl for Sos {
 gpu_agent_plugin_api::export_policy! {
     name: "sos",
     description: "stochastic online scheduling: alpha-point WSPT virtual schedules on unrelated devices",
-    parameters: [ParamInfo {
-        key: RStr::from_str("alpha"),
-        default: RStr::from_str("0.5"),
-        help: RStr::from_str(
-            "share of its expected run time a task does in its device's virtual schedule before it joins the device's local queue, in (0, 1]",
-        ),
-    }],
+    parameters: [ParamInfo::number(
+        "alpha",
+        "0.5",
+        "share of its expected run time a task does in its device's virtual schedule before it joins the device's local queue",
+    )
+    .above(0.0)
+    .at_most(1.0)],
     new: |params: &[Param]| Sos::from_params(params),
 }
 

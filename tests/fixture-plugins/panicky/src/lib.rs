@@ -6,7 +6,7 @@
 #![allow(non_local_definitions)]
 
 use gpu_agent_plugin_api::{
-    abi_stable::std_types::{ROption, RStr},
+    abi_stable::std_types::ROption,
     param, Decision, Event, Param, ParamInfo, PolicyImpl, View,
 };
 
@@ -36,11 +36,7 @@ impl PolicyImpl for Panicky {
 gpu_agent_plugin_api::export_policy! {
     name: "panicky",
     description: "test fixture: panics when a task named boom* arrives",
-    parameters: [ParamInfo {
-        key: RStr::from_str("panic_in_new"),
-        default: RStr::from_str("false"),
-        help: RStr::from_str("panic while being constructed"),
-    }],
+    parameters: [ParamInfo::bool("panic_in_new", "false", "panic while being constructed")],
     new: |params: &[Param]| {
         if param(params, "panic_in_new") == Some("true") {
             panic!("asked to panic in new");
