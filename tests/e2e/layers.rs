@@ -3,7 +3,7 @@
 //! of I/O crates, and only the D-Bus layers know zbus.
 //!
 //! ```text
-//! plugin-api <- core <- {backend, dbus, sim, loader} <- {daemon, cli}
+//! plugin-api <- core <- {backend, dbus, sim, loader, migconfig} <- {daemon, cli}
 //! ```
 //!
 //! `manual` (clap pages) stands apart and serves both binaries; the policy
@@ -46,6 +46,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("gpu-agent-dbus", MIDDLE),
     ("gpu-agent-sim", MIDDLE),
     ("gpu-agent-loader", MIDDLE),
+    // mig-parted files: the core's MIG tables and placement, plus YAML; used
+    // by the daemon, gpuctl and plugin-free planners alike.
+    ("gpu-agent-migconfig", MIDDLE),
     ("gpu-agent-manual", &[]),
     ("gpu-agent-daemon", TOP),
     ("gpu-agent-cli", TOP),
@@ -69,6 +72,7 @@ const TOP: &[&str] = &[
     "gpu-agent-dbus",
     "gpu-agent-sim",
     "gpu-agent-loader",
+    "gpu-agent-migconfig",
     "gpu-agent-manual",
 ];
 
