@@ -4,6 +4,7 @@ mod agent;
 mod client;
 mod clock;
 mod demo;
+mod dvfs;
 mod inspect;
 mod plot;
 mod simulate;
@@ -45,6 +46,7 @@ enum Command {
     Inspect(inspect::Args),
     Demo(demo::Args),
     Trace(trace::Args),
+    Dvfs(dvfs::Args),
     Completions(CompletionsArgs),
     Manpages(ManpagesArgs),
 }
@@ -146,6 +148,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Dvfs(args) => dvfs::run(args),
         Command::Completions(args) => completions(args),
         Command::Manpages(args) => manpages(args),
     };

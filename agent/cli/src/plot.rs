@@ -221,3 +221,60 @@ fn draw_comparison(
 fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
+
+/// Draws a time/energy trade-off curve (`points` as (time, energy), both
+/// relative to default clocks) and marks the unconstrained `optimum`.
+pub fn trade_off(
+    path: &Path,
+    title: &str,
+    points: &[(f64, f64)],
+    optimum: (f64, f64),
+) -> Result<()> {
+    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
+    draw_trade_off(&root, title, points, optimum)
+        .and_then(|()| root.present().map_err(|e| anyhow::anyhow!("{e}")))
+        .with_context(|| format!("cannot draw {}", path.display()))
+}
+
+fn draw_trade_off(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    points: &[(f64, f64)],
+    optimum: (f64, f64),
+) -> Result<()> {
+    root.fill(&WHITE).map_err(plot_error)?;
+    let all = points.iter().chain(std::iter::once(&optimum));
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in all {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    let pad = |a: f64, b: f64| ((b - a) * 0.1).max(0.01);
+    let (px, py) = (pad(x0, x1), pad(y0, y1));
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d((x0 - px)..(x1 + px), (y0 - py)..(y1 + py))
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("time bound (x default-clock time)")
+        .y_desc("energy (x default-clock energy)")
+        .draw()
+        .map_err(plot_error)?;
+    let colour = POLICY_COLOURS[0];
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            colour.stroke_width(2),
+        ))
+        .map_err(plot_error)?;
+    chart
+        .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
+        .map_err(plot_error)?;
+    chart
+        .draw_series(std::iter::once(Circle::new(optimum, 6, LATE.filled())))
+        .map_err(plot_error)?;
+    Ok(())
+}

@@ -1,4 +1,5 @@
-//! Reading the files users write by hand: hosts, traces and DVFS profiles.
+//! Reading the files users write by hand: hosts, traces, DVFS profiles and
+//! the DVFS measurements they are fitted to.
 //!
 //! Every reader names the file, line and field of a bad value
 //! ([`InputError`]) and returns nothing partial.
@@ -6,6 +7,7 @@
 pub mod apps;
 mod error;
 pub mod host;
+pub mod measurements;
 pub mod trace;
 
 use std::path::Path;

@@ -1,10 +1,12 @@
 //! The energy-aware DVFS model of Mei, Wang, Chu et al. (arXiv 2104.00486),
 //! as `../shared/spec/dvfs-energy.md` settles it: the performance and power
 //! model ([`model`]), Algorithm 1, the per-task optimal clocks with and
-//! without a length bound ([`solve`]).
+//! without a length bound ([`solve`]), and the fit of the model to
+//! measurements ([`fit`]).
 //!
 //! Pure numbers, no I/O: the policies, the simulator and `gpuctl` share it.
 
+pub mod fit;
 pub mod model;
 pub mod solve;
 
