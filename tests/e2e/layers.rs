@@ -49,6 +49,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // mig-parted files: the core's MIG tables and placement, plus YAML; used
     // by the daemon, gpuctl and plugin-free planners alike.
     ("gpu-agent-migconfig", MIDDLE),
+    // The MIG planner: a plain library over the core's MIG tables and
+    // placement tree, used by gpuctl (`mig plan`).
+    ("gpu-agent-migplan", MIDDLE),
     ("gpu-agent-manual", &[]),
     ("gpu-agent-daemon", TOP),
     ("gpu-agent-cli", TOP),
@@ -74,6 +77,7 @@ const TOP: &[&str] = &[
     "gpu-agent-loader",
     "gpu-agent-migconfig",
     "gpu-agent-manual",
+    "gpu-agent-migplan",
 ];
 
 /// The test crate, which may use everything.
