@@ -28,6 +28,7 @@ pub struct Args {
 enum Command {
     Fit(FitArgs),
     Show(ShowArgs),
+    Paper(crate::dvfs_paper::PaperArgs),
 }
 
 const FIT_EXAMPLE: &str = "Example (the GTX 1080 Ti measurements of the DVFS paper):\n  gpuctl dvfs fit gtx1080ti-dvfs-measurements.csv --base-core 1800 --base-mem 5000 --out gtx1080ti.toml";
@@ -467,6 +468,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::Fit(a) => run_fit(a),
         Command::Show(a) => run_show(a),
+        Command::Paper(a) => crate::dvfs_paper::run(a),
     }
 }
 

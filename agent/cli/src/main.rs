@@ -5,6 +5,7 @@ mod client;
 mod clock;
 mod demo;
 mod dvfs;
+mod dvfs_paper;
 mod inspect;
 mod plot;
 mod simulate;

@@ -10,6 +10,7 @@
 //! - [`atomic`]: files written whole or not at all.
 
 pub mod atomic;
+pub mod dvfs_paper;
 pub mod import;
 pub mod input;
 pub mod replay;

@@ -2,10 +2,11 @@
 //! as `../shared/spec/dvfs-energy.md` settles it: the performance and power
 //! model ([`model`]), Algorithm 1, the per-task optimal clocks with and
 //! without a length bound ([`solve`]), and the fit of the model to
-//! measurements ([`fit`]).
+//! measurements ([`fit`]), and the paper's cluster model ([`cluster`]).
 //!
 //! Pure numbers, no I/O: the policies, the simulator and `gpuctl` share it.
 
+pub mod cluster;
 pub mod fit;
 pub mod model;
 pub mod solve;
