@@ -97,6 +97,8 @@ pub struct Settings {
     /// The text of an `agent.toml` given with `--config` (the command line's
     /// options override it).
     pub config: Option<String>,
+    /// Extra environment of the daemon (test hooks).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Settings {
@@ -104,6 +106,7 @@ impl Default for Settings {
         Settings {
             time_scale: 100.0,
             config: None,
+            env: Vec::new(),
         }
     }
 }
@@ -223,6 +226,7 @@ impl Daemon {
             .env_remove("NOTIFY_SOCKET")
             .env_remove("WATCHDOG_USEC")
             .env_remove("WATCHDOG_PID")
+            .envs(self.settings.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -279,6 +283,15 @@ impl Daemon {
         child.kill().expect("SIGKILL the daemon");
         child.wait().expect("reap the daemon");
         self.wait_name_released();
+    }
+
+    /// Waits for a daemon that ends by itself (a test hook killed it);
+    /// returns the exit status.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the daemon is running");
+        let status = child.wait().expect("reap the daemon");
+        self.wait_name_released();
+        status
     }
 
     /// SIGTERM, then waits for the exit; returns the exit status.

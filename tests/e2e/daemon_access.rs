@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use gpu_agent_dbus::TaskStatus;
+use gpu_agent_dbus::{TaskStatus, REDACTED};
 
 use crate::daemon::{spec, Daemon, AGENT};
 
@@ -372,4 +372,70 @@ fn daemon_access_member_submits_and_cancels_its_own() {
     // Root (an admin) may cancel anyone's task.
     d.block_on(d.proxy().cancel(&roots)).expect("root cancels");
     assert_eq!(d.task(&roots).state, TaskStatus::Cancelled);
+}
+
+#[test]
+fn daemon_access_secrets_only_for_the_owner_and_admins() {
+    if !root_or_skip("daemon_access_secrets_only_for_the_owner_and_admins") {
+        return;
+    }
+    let users = users();
+    let d = Daemon::start();
+    let mut secret = spec(10.0, 1.0, 60.0, 1.0);
+    secret.command = vec!["/bin/sleep".into(), "30".into()];
+    secret.env = [("API_TOKEN".to_string(), "hunter2".to_string())].into();
+    let roots = d.submit(&secret).expect("Submit");
+
+    // Root (an admin) sees everything, through the proxy as through busctl.
+    assert_eq!(d.task(&roots).spec.env["API_TOKEN"], "hunter2");
+    assert_eq!(d.task(&roots).spec.command, ["/bin/sleep", "30"]);
+
+    // Others see the keys and the program, not the values or arguments.
+    for who in [users.outsider, users.member] {
+        let task = busctl_json(
+            &d,
+            who,
+            &["call", AGENT[0], AGENT[1], AGENT[2], "GetTask", "s", &roots],
+        );
+        let dict = &task["data"][0];
+        assert_eq!(dict["env"]["data"]["API_TOKEN"], REDACTED, "{dict}");
+        assert_eq!(
+            dict["command"]["data"],
+            serde_json::json!(["/bin/sleep", REDACTED])
+        );
+        let listed = busctl_json(
+            &d,
+            who,
+            &["call", AGENT[0], AGENT[1], AGENT[2], "ListTasks", "s", ""],
+        );
+        let text = listed.to_string();
+        assert!(
+            !text.contains("hunter2") && !text.contains("\"30\""),
+            "{text}"
+        );
+    }
+
+    // A member sees its own task whole.
+    let own = "{'workload': <10.0>, 'mem_gb': <1.0>, 'deadline': <60.0>, 'weight': <1.0>, \
+               'command': <['/bin/sleep', '5']>, 'env': <{'MINE': 'yes'}>}";
+    let id = id_of(&gdbus(&d, users.member, "Submit", &[own]).expect("the member submits"));
+    let task = busctl_json(
+        &d,
+        users.member,
+        &["call", AGENT[0], AGENT[1], AGENT[2], "GetTask", "s", &id],
+    );
+    assert_eq!(task["data"][0]["env"]["data"]["MINE"], "yes");
+    assert_eq!(
+        task["data"][0]["command"]["data"],
+        serde_json::json!(["/bin/sleep", "5"])
+    );
+    // And the outsider sees it redacted too.
+    let task = busctl_json(
+        &d,
+        users.outsider,
+        &["call", AGENT[0], AGENT[1], AGENT[2], "GetTask", "s", &id],
+    );
+    assert_eq!(task["data"][0]["env"]["data"]["MINE"], REDACTED);
+    d.block_on(d.proxy().cancel(&roots)).expect("root cancels");
+    d.block_on(d.proxy().cancel(&id)).expect("root cancels");
 }

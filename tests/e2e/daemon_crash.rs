@@ -309,3 +309,77 @@ fn daemon_kill_9_then_restart_never_runs_a_command_twice() {
         },
     );
 }
+
+/// A `Submit` whose reply is lost (kill -9 after the store, before the
+/// reply) is retried with the same client token: the same id, one task.
+#[test]
+fn daemon_retried_submit_with_a_client_token_is_one_task() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut d = Daemon::start_with(Settings {
+        env: vec![("GPU_AGENT_TEST_KILL_AFTER_STORE".into(), "crash-me".into())],
+        ..Settings::default()
+    });
+    let mut first = spec(1e6, 1.0, 60.0, 1.0);
+    first.name = "crash-me".into();
+    first.client_token = "retry-7".into();
+    let lost = d.submit(&first);
+    assert!(lost.is_err(), "the reply was lost: {lost:?}");
+    assert_eq!(d.wait_exit().signal(), Some(9), "killed by the hook");
+    d.restart();
+    let stored: Vec<TaskInfo> = d.tasks();
+    assert_eq!(stored.len(), 1, "the task was stored before the crash");
+    // The retry (the hook does not fire: nothing new is stored) answers
+    // the stored task's id.
+    let id = d.submit(&first).expect("the retry is answered");
+    assert_eq!(id, stored[0].id);
+    assert_eq!(d.submit(&first).expect("and again"), id);
+    assert_eq!(d.tasks().len(), 1, "one task");
+    // The same token with another spec is refused; another token is a new task.
+    let mut other = first.clone();
+    other.workload = 2e6;
+    let (name, message) = crate::daemon::dbus_error(d.block_on(d.proxy().submit(other.to_dict())));
+    assert_eq!(name, "org.gpuagent.Agent1.Error.InvalidArgument");
+    assert_eq!(
+        message,
+        format!(
+            "key \"client_token\": already used for task {id} with another spec; \
+             a new task needs a new token"
+        )
+    );
+    let mut second = spec(1.0, 1.0, 60.0, 1.0);
+    second.client_token = "retry-8".into();
+    assert_ne!(d.submit(&second).expect("a new token"), id);
+    assert_eq!(d.tasks().len(), 2);
+}
+
+/// `gpuctl submit` sends a token of its own and retries a lost reply while
+/// the daemon restarts: it prints the one stored task's id.
+#[test]
+fn daemon_gpuctl_submit_retries_a_lost_reply() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut d = Daemon::start_with(Settings {
+        env: vec![("GPU_AGENT_TEST_KILL_AFTER_STORE".into(), "crash-me".into())],
+        ..Settings::default()
+    });
+    let client = std::process::Command::new(crate::harness::artefacts().join("gpuctl"))
+        .args(["submit", "--session", "--workload", "1e6", "--mem", "1"])
+        .args(["--deadline", "60", "--weight", "1", "--name", "crash-me"])
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpuctl starts");
+    assert_eq!(d.wait_exit().signal(), Some(9), "killed by the hook");
+    d.restart();
+    let out = client.wait_with_output().expect("gpuctl ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the reply to Submit was lost") && stderr.contains("same client token"),
+        "{stderr}"
+    );
+    let tasks = d.tasks();
+    assert_eq!(tasks.len(), 1, "one task");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), tasks[0].id);
+    assert_eq!(tasks[0].spec.client_token.len(), 32);
+}

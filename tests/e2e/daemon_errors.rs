@@ -40,7 +40,7 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     d.wait_state(&first, TaskStatus::Succeeded, Duration::from_secs(10));
 
     let keys =
-        "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue";
+        "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue, client_token";
     let cases: Vec<(&str, Dict, &str, String)> = vec![
         // Missing keys.
         (

@@ -17,6 +17,7 @@ mod daemon_errors;
 mod daemon_exec;
 mod daemon_policy;
 mod daemon_reload;
+mod daemon_startup;
 mod demo;
 mod edf_hier;
 mod harness;

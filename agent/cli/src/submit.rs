@@ -1,6 +1,6 @@
 //! `gpuctl submit`: queue a task on the daemon.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use gpu_agent_dbus::SubmitSpec;
 
 use crate::client::{block_on, BusArgs, Client};
@@ -54,6 +54,15 @@ pub struct Args {
     /// Queue the task again if the daemon dies while it runs (instead of marking it lost).
     #[arg(long)]
     requeue: bool,
+    /// The retry key sent with the task [default: a fresh random one]. If the
+    /// reply is lost (the daemon died after storing the task), gpuctl submits
+    /// again with the same key for up to --retry-for, and the daemon answers
+    /// the first task's id instead of queueing a second one.
+    #[arg(long, value_name = "TOKEN")]
+    client_token: Option<String>,
+    /// How long to keep retrying after a lost reply, while the daemon restarts.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60")]
+    retry_for: f64,
     /// The program to run and its arguments, after `--`. It runs as you, on the
     /// GPUs in CUDA_VISIBLE_DEVICES.
     #[arg(last = true, value_name = "CMD")]
@@ -90,15 +99,77 @@ fn spec(args: &Args) -> SubmitSpec {
     spec.env = args.env.iter().cloned().collect();
     spec.requeue = args.requeue;
     spec.command = args.command.clone();
+    spec.client_token = args.client_token.clone().unwrap_or_default();
     spec
+}
+
+/// A fresh random retry key: 16 bytes of the kernel's randomness, in hex.
+fn new_token() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for a client token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether `error` means the request may have been carried out without the
+/// answer reaching us (the daemon died mid-call), or the daemon is away
+/// while it restarts: both are safe to retry with the same client token.
+fn retryable(error: &zbus::Error) -> bool {
+    match error {
+        zbus::Error::MethodError(name, _, _) => matches!(
+            name.as_str(),
+            "org.freedesktop.DBus.Error.NoReply"
+                | "org.freedesktop.DBus.Error.ServiceUnknown"
+                | "org.freedesktop.DBus.Error.NameHasNoOwner"
+        ),
+        zbus::Error::FDO(e) => matches!(
+            **e,
+            zbus::fdo::Error::NoReply(_)
+                | zbus::fdo::Error::ServiceUnknown(_)
+                | zbus::fdo::Error::NameHasNoOwner(_)
+        ),
+        zbus::Error::InputOutput(_) => true,
+        _ => false,
+    }
 }
 
 /// Submits the task and prints its id.
 pub fn run(args: Args) -> Result<()> {
-    let spec = spec(&args);
+    let mut spec = spec(&args);
+    if spec.client_token.is_empty() {
+        spec.client_token = new_token()?;
+    }
+    let retry_for = std::time::Duration::from_secs_f64(args.retry_for.max(0.0));
     let id = block_on(async {
         let client = Client::connect(&args.bus).await?;
-        client.call(client.agent.submit(spec.to_dict())).await
+        let first = client.agent.submit(spec.to_dict()).await;
+        let lost = match first {
+            Ok(id) => return Ok(id),
+            // Only a reply lost in flight is retried: a daemon that was not
+            // there to begin with is reported at once.
+            Err(e)
+                if matches!(&e, zbus::Error::MethodError(n, _, _) if n.as_str() == "org.freedesktop.DBus.Error.NoReply")
+                    || matches!(&e, zbus::Error::FDO(f) if matches!(**f, zbus::fdo::Error::NoReply(_))) =>
+            {
+                e
+            }
+            Err(e) => return client.call(std::future::ready(Err::<String, _>(e))).await,
+        };
+        eprintln!(
+            "gpuctl: the reply to Submit was lost ({}); retrying with the same client token",
+            gpu_agent_dbus::describe_error(&lost)
+        );
+        let deadline = std::time::Instant::now() + retry_for;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            match client.agent.submit(spec.to_dict()).await {
+                Ok(id) => return Ok(id),
+                Err(e) if retryable(&e) && std::time::Instant::now() < deadline => {}
+                Err(e) => return client.call(std::future::ready(Err::<String, _>(e))).await,
+            }
+        }
     })?;
     if args.json {
         emit(&format!("{}\n", serde_json::json!({ "id": id })))?;
@@ -151,6 +222,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(spec, SubmitSpec::new(12.5, 30.0, 600.0, 2.0));
+        // `run` gives every submission a fresh token.
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert!(a.len() == 32 && a != b, "{a} {b}");
     }
 
     #[test]
@@ -179,6 +253,8 @@ mod tests {
             "--env",
             "B=x=y",
             "--requeue",
+            "--client-token",
+            "k1",
             "--",
             "/bin/sh",
             "-c",
@@ -200,6 +276,7 @@ mod tests {
                 env: BTreeMap::from([("A".into(), "1".into()), ("B".into(), "x=y".into())]),
                 name: "train".into(),
                 requeue: true,
+                client_token: "k1".into(),
             }
         );
     }

@@ -380,6 +380,7 @@ mod tests {
                 env: BTreeMap::from([("A".into(), "b c".into()), ("X".into(), "1".into())]),
                 name: "train".into(),
                 requeue: true,
+                client_token: String::new(),
             },
         }
     }

@@ -32,6 +32,29 @@ pub struct TaskSpec {
 }
 
 impl TaskSpec {
+    /// Why this task's modelled run time on some device of `devices`
+    /// (`runtimes`, else workload / speed) is above [`MAX_VALUE`] seconds, if
+    /// it is; `inf` entries (devices it cannot use) are fine.
+    pub fn runtime_problem(&self, devices: &[crate::host::DeviceSpec]) -> Option<String> {
+        devices.iter().enumerate().find_map(|(j, d)| {
+            let runtime = self
+                .runtimes
+                .get(j)
+                .copied()
+                .unwrap_or(self.workload / d.speed);
+            (runtime.is_nan() || (runtime.is_finite() && runtime > MAX_VALUE) || {
+                // workload / speed overflowing to inf is not "cannot use".
+                self.runtimes.is_empty() && runtime.is_infinite()
+            })
+            .then(|| {
+                format!(
+                    "the run time on device {} would be {runtime:e} s, above the cap of {MAX_VALUE:e} s",
+                    d.index
+                )
+            })
+        })
+    }
+
     /// Why `alt_gpus` is not a list of distinct device counts >= 1 other than
     /// `gpus`, if it is not.
     pub fn alt_gpus_problem(&self) -> Option<String> {
@@ -47,7 +70,13 @@ impl TaskSpec {
     }
 }
 
-/// What a task value must be.
+/// The largest magnitude a task's number may have: seconds (arrival,
+/// deadline, run time), work units, GB and weights alike; 10^9 s is about
+/// 31.7 years. With every value within it, the model's sums (ends, energies,
+/// weighted tardiness over millions of tasks) stay finite.
+pub const MAX_VALUE: f64 = 1e9;
+
+/// What a task value must be (and at most [`MAX_VALUE`] in magnitude).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// A finite number > 0.
@@ -78,6 +107,25 @@ impl Rule {
 
     /// Whether `x` obeys the rule.
     pub fn accepts(self, x: f64) -> bool {
+        (x.abs() <= MAX_VALUE || self == Rule::PositiveOrInf && x == f64::INFINITY)
+            && self.in_range(x)
+    }
+
+    /// `Err` with what was expected ("expected a number > 0, got -1"; "expected
+    /// at most 1e9 ...") unless `x` obeys the rule.
+    pub fn check(self, x: f64) -> Result<f64, String> {
+        if self.accepts(x) {
+            Ok(x)
+        } else if self.in_range(x) {
+            Err(format!(
+                "expected at most {MAX_VALUE:e} in magnitude (the cap on task values), got {x:e}"
+            ))
+        } else {
+            Err(format!("expected {}, got {x}", self.describe()))
+        }
+    }
+
+    fn in_range(self, x: f64) -> bool {
         match self {
             Rule::Positive => x.is_finite() && x > 0.0,
             Rule::NonNegative => x.is_finite() && x >= 0.0,
@@ -114,6 +162,61 @@ mod tests {
         assert_eq!(
             accepted(Rule::PositiveOrInf),
             [false, false, true, true, false]
+        );
+    }
+
+    #[test]
+    fn values_beyond_the_cap_are_refused_by_name() {
+        assert_eq!(Rule::ARRIVAL.check(1e9), Ok(1e9));
+        assert_eq!(
+            Rule::ARRIVAL.check(1e308),
+            Err("expected at most 1e9 in magnitude (the cap on task values), got 1e308".into())
+        );
+        assert_eq!(
+            Rule::DEADLINE.check(-2e9),
+            Err("expected at most 1e9 in magnitude (the cap on task values), got -2e9".into())
+        );
+        assert_eq!(
+            Rule::WORKLOAD.check(-1.0),
+            Err("expected a number > 0, got -1".into())
+        );
+        assert!(Rule::RUNTIME.accepts(f64::INFINITY) && !Rule::RUNTIME.accepts(1e10));
+    }
+
+    #[test]
+    fn modelled_run_times_beyond_the_cap_are_named() {
+        let device = |index, speed| crate::host::DeviceSpec {
+            index,
+            model: crate::catalogue::lookup("T4").unwrap(),
+            memory_gb: 16.0,
+            speed,
+            cost_per_hour: 0.0,
+        };
+        let task = TaskSpec {
+            id: "t".into(),
+            arrival: 0.0,
+            workload: 1e9,
+            mem_gb: 1.0,
+            deadline: 1.0,
+            weight: 1.0,
+            gpus: 1,
+            alt_gpus: vec![],
+            runtimes: vec![],
+            app: AppModel::builtin_default(),
+        };
+        assert_eq!(task.runtime_problem(&[device(0, 1.0)]), None);
+        assert_eq!(
+            task.runtime_problem(&[device(0, 1.0), device(1, 0.5)]),
+            Some("the run time on device 1 would be 2e9 s, above the cap of 1e9 s".into())
+        );
+        assert!(task.runtime_problem(&[device(0, 1e-308)]).is_some());
+        let unusable = TaskSpec {
+            runtimes: vec![5.0, f64::INFINITY],
+            ..task
+        };
+        assert_eq!(
+            unusable.runtime_problem(&[device(0, 1.0), device(1, 1.0)]),
+            None
         );
     }
 }

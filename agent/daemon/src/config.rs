@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
+use gpu_agent_loader::Registry;
 use gpu_agent_sim::input::{line_of, parse_toml, read_text, InputError};
 
 /// Where the daemon reads its configuration unless told otherwise.
@@ -147,6 +148,54 @@ impl Source {
             .unwrap_or_else(|| self.default_plugin_dir.clone());
         Ok((config, plugin_dir))
     }
+}
+
+impl Source {
+    /// Loads the plugins of `dir` (the plugin directory `config` names) and
+    /// checks that the policy `config` names is among them. An error names
+    /// where the setting came from: the file, line and key, or the command
+    /// line's option.
+    pub fn plugins(&self, config: &Config, dir: &Path) -> Result<Registry, InputError> {
+        let file = self.path();
+        let registry = Registry::load_dir(dir).map_err(|e| {
+            if self.overrides.plugin_dir.is_some() {
+                InputError::at("--plugin-dir", None, None, e.to_string())
+            } else if let Some(file) = file.as_deref().filter(|_| config.plugin_dir.is_some()) {
+                InputError::at(
+                    file,
+                    key_line(file, "plugin_dir"),
+                    Some("plugin_dir".into()),
+                    e.to_string(),
+                )
+            } else {
+                InputError::at(
+                    dir,
+                    None,
+                    None,
+                    format!("the default plugin directory: {e}"),
+                )
+            }
+        })?;
+        if let (Some(name), Some(file)) = (&config.policy, &file) {
+            if let Err(e) = registry.find(name) {
+                return Err(InputError::at(
+                    file,
+                    key_line(file, "policy"),
+                    Some("policy".into()),
+                    e.to_string(),
+                ));
+            }
+        }
+        Ok(registry)
+    }
+}
+
+/// The line of `path` that sets the top-level `key`, if it can be told.
+fn key_line(path: &Path, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let keys: std::collections::HashMap<String, Spanned<toml::Value>> =
+        toml::from_str(&text).ok()?;
+    Some(line_of(&text, keys.get(key)?.span().start))
 }
 
 impl Config {

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod config;
 mod devices;
+pub mod early_signals;
 pub mod engine;
 pub mod exec;
 pub mod service;
@@ -116,7 +117,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         None => AppLibrary::default(),
     };
     let store = Store::open(&cfg.state_dir)?;
-    let registry = Registry::load_dir(&options.plugin_dir)?;
+    let registry = options.source.plugins(cfg, &options.plugin_dir)?;
     for failure in &registry.failures {
         log::warn!("plugin skipped: {failure}");
     }
@@ -190,9 +191,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
     let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
     let sampler = tokio::spawn(devices::sample(backend, devices, objects));
-    let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
-    let watchdog = supervise::ready();
+    let watchdog = supervise::ready(engine.clone());
     log::info!("serving {BUS_NAME} on the {bus_name} bus");
+    let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
 
     stop.await;
     log::info!("stopping: no new tasks; ending the running ones and restoring GPU controls");
@@ -226,7 +227,11 @@ async fn reload_on_hangup(engine: std::sync::mpsc::Sender<Request>) {
             return;
         }
     };
-    while hangups.recv().await.is_some() {
+    // A hangup while starting waited for now: the handler above is in place,
+    // so none is missed between the two.
+    let mut early = early_signals::take_hangup();
+    while early || hangups.recv().await.is_some() {
+        early = false;
         log::info!("SIGHUP: reloading");
         let (reply, answer) = tokio::sync::oneshot::channel();
         if engine.send(Request::Reload { reply }).is_err() {

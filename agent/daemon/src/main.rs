@@ -96,7 +96,9 @@ const MANUAL: &[Section] = &[
             (
                 "SIGHUP",
                 "Reload, as the D-Bus method Reload does (gpuctl reload, systemctl reload \
-                 gpu-agent), with the outcome in the log only.",
+                 gpu-agent), with the outcome in the log only. Signals are handled from the \
+                 first instruction: a SIGHUP while starting reloads once it is ready, a SIGTERM \
+                 stops it as soon as it can.",
             ),
         ],
     },
@@ -122,6 +124,9 @@ const MANUAL: &[Section] = &[
 ];
 
 fn main() -> ExitCode {
+    // First of all: from here on, no handled signal kills the daemon while
+    // it starts (a SIGHUP waits for ready, a SIGTERM stops it once it can).
+    let held = gpu_agent_daemon::early_signals::hold();
     let args = Args::parse();
     if args.manpage {
         return match print_manpage() {
@@ -133,13 +138,30 @@ fn main() -> ExitCode {
         };
     }
     let journal = init_logging();
+    if let Err(e) = held {
+        log::warn!("cannot hold signals during start-up: {e}");
+    }
     match run(args, journal) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{e:#}");
+            log::error!("{}", describe(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes, each said once: a cause whose words the message
+/// already holds (an OS error quoted by the error that wraps it) is left out.
+fn describe(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Writes gpu-agentd(8) to standard output.
@@ -216,6 +238,9 @@ fn run(args: Args, journal: bool) -> Result<()> {
         let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
         let stop = async move {
+            if gpu_agent_daemon::early_signals::stop_requested() {
+                return;
+            }
             tokio::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}

@@ -12,7 +12,10 @@ use zbus::{
 
 use super::auth::{Auth, Roles};
 use super::engine::{Caller, Reply, Request};
-use gpu_agent_dbus::{metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskStatus};
+use gpu_agent_dbus::{
+    metrics_to_dict, AgentError, Arg, CallError, DeviceStatus, Dict, SubmitSpec, TaskInfo,
+    TaskStatus,
+};
 
 /// The agent object.
 pub struct AgentService {
@@ -62,74 +65,99 @@ impl AgentService {
     /// Queues a task; returns its id once it is stored.
     async fn submit(
         &self,
-        spec: HashMap<String, OwnedValue>,
+        spec: Arg<HashMap<String, OwnedValue>>,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<String, AgentError> {
+    ) -> Result<String, CallError> {
+        let spec = spec.get()?;
         let roles = self.roles(conn, &header).await?;
         roles.require_member("submit tasks")?;
         let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
-        self.ask(|reply| Request::Submit {
-            owner: roles.uid,
-            spec,
-            reply,
-        })
-        .await
+        Ok(self
+            .ask(|reply| Request::Submit {
+                owner: roles.uid,
+                spec,
+                reply,
+            })
+            .await?)
     }
 
     /// Cancels a queued or running task (its owner's, or any for an admin).
     async fn cancel(
         &self,
-        id: String,
+        id: Arg<String>,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), CallError> {
+        let id = id.get()?;
         let roles = self.roles(conn, &header).await?;
         roles.require_member("cancel tasks")?;
         let caller = Caller {
             uid: roles.uid,
             admin: roles.admin,
         };
-        self.ask(|reply| Request::Cancel { id, caller, reply })
-            .await
-    }
-
-    /// One task's dictionary.
-    async fn get_task(&self, id: String) -> Result<Dict, AgentError> {
         Ok(self
-            .ask(|reply| Request::GetTask { id, reply })
-            .await?
-            .to_dict())
+            .ask(|reply| Request::Cancel { id, caller, reply })
+            .await?)
     }
 
-    /// The tasks in `state` (`""`: all), in submission order.
-    async fn list_tasks(&self, state: String) -> Result<Vec<Dict>, AgentError> {
+    /// One task's dictionary (its secrets only for its owner and admins).
+    async fn get_task(
+        &self,
+        id: Arg<String>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Dict, CallError> {
+        let id = id.get()?;
+        let roles = self.roles(conn, &header).await?;
+        let task = self.ask(|reply| Request::GetTask { id, reply }).await?;
+        Ok(shown_to(roles, task).to_dict())
+    }
+
+    /// The tasks in `state` (`""`: all), in submission order (their secrets
+    /// only for their owners and admins).
+    async fn list_tasks(
+        &self,
+        state: Arg<String>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<Dict>, CallError> {
+        let state = state.get()?;
         let state = match state.as_str() {
             "" => None,
             s => Some(TaskStatus::parse(s).map_err(AgentError::InvalidArgument)?),
         };
+        let roles = self.roles(conn, &header).await?;
         let tasks = self
             .ask(|reply| Request::ListTasks { state, reply })
             .await?;
-        Ok(tasks.iter().map(|t| t.to_dict()).collect())
+        Ok(tasks
+            .into_iter()
+            .map(|t| shown_to(roles, t).to_dict())
+            .collect())
     }
 
     /// The loaded policies: (name, description).
-    async fn list_policies(&self) -> Result<Vec<(String, String)>, AgentError> {
+    /// (The header makes zbus refuse a call with arguments.)
+    async fn list_policies(
+        &self,
+        #[zbus(header)] _header: Header<'_>,
+    ) -> Result<Vec<(String, String)>, AgentError> {
         self.ask(|reply| Request::ListPolicies { reply }).await
     }
 
     /// Makes `name` the active policy; queued tasks move to it.
     async fn set_policy(
         &self,
-        name: String,
+        name: Arg<String>,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), CallError> {
+        let name = name.get()?;
         self.roles(conn, &header)
             .await?
             .require_admin("change the policy")?;
-        self.ask(|reply| Request::SetPolicy { name, reply }).await
+        Ok(self.ask(|reply| Request::SetPolicy { name, reply }).await?)
     }
 
     /// Reads the configuration file again and re-scans the plugin directory;
@@ -146,7 +174,8 @@ impl AgentService {
     }
 
     /// formats.md §4 metrics over the finished tasks.
-    async fn metrics(&self) -> Result<Dict, AgentError> {
+    /// (The header makes zbus refuse a call with arguments.)
+    async fn metrics(&self, #[zbus(header)] _header: Header<'_>) -> Result<Dict, AgentError> {
         Ok(metrics_to_dict(
             &self.ask(|reply| Request::Metrics { reply }).await?,
         ))
@@ -179,6 +208,17 @@ impl AgentService {
     #[zbus(property(emits_changed_signal = "const"))]
     async fn backend(&self) -> String {
         self.backend.clone()
+    }
+}
+
+/// `task` as the caller with `roles` may see it: whole for its owner and
+/// admins (root and the daemon's user included), else with its `env` values
+/// and arguments redacted.
+fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
+    if roles.admin || roles.uid == task.owner_uid {
+        task
+    } else {
+        task.redacted()
     }
 }
 

@@ -5,6 +5,7 @@
 //! cannot disagree on a key or a type. `gpuctl` knows nothing else of D-Bus.
 //! [`private_bus`] starts a bus of its own, for the demo and the tests.
 
+mod args;
 mod device;
 mod metrics;
 pub mod private_bus;
@@ -12,9 +13,13 @@ mod task;
 
 use zbus::{proxy, zvariant::OwnedValue};
 
+pub use args::{Arg, CallError};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
-pub use task::{Dict, SubmitSpec, TaskInfo, TaskStatus};
+pub use task::{
+    Dict, SubmitSpec, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S,
+    REDACTED,
+};
 
 /// The daemon's well-known bus name.
 pub const BUS_NAME: &str = "org.gpuagent.Agent1";

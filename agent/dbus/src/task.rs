@@ -116,10 +116,20 @@ pub struct SubmitSpec {
     pub name: String,
     /// Queue the task again if the daemon dies while it runs.
     pub requeue: bool,
+    /// A key that makes a retried `Submit` safe: the same token from the same
+    /// uid within [`CLIENT_TOKEN_RETENTION_S`] answers the first task's id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_token: String,
 }
 
+/// How long the daemon remembers a `client_token`, seconds (one day).
+pub const CLIENT_TOKEN_RETENTION_S: f64 = 86_400.0;
+
+/// The longest `client_token`, bytes.
+pub const CLIENT_TOKEN_MAX_LEN: usize = 256;
+
 /// The keys `Submit` takes, with their D-Bus types.
-const SPEC_KEYS: [(&str, &str, &str); 12] = [
+const SPEC_KEYS: [(&str, &str, &str); 13] = [
     ("workload", "d", "a number > 0"),
     ("mem_gb", "d", "a number >= 0"),
     ("deadline", "d", "a number >= 0 (seconds after submission)"),
@@ -132,6 +142,7 @@ const SPEC_KEYS: [(&str, &str, &str); 12] = [
     ("env", "a{ss}", "NAME -> value"),
     ("name", "s", "a name"),
     ("requeue", "b", "a boolean"),
+    ("client_token", "s", "a retry key of at most 256 bytes"),
 ];
 
 impl SubmitSpec {
@@ -150,6 +161,7 @@ impl SubmitSpec {
             env: BTreeMap::new(),
             name: String::new(),
             requeue: false,
+            client_token: String::new(),
         }
     }
 
@@ -189,6 +201,9 @@ impl SubmitSpec {
         }
         if self.requeue {
             d.insert("requeue".into(), owned(true));
+        }
+        if !self.client_token.is_empty() {
+            d.insert("client_token".into(), owned(self.client_token.as_str()));
         }
     }
 
@@ -250,6 +265,9 @@ impl SubmitSpec {
         if let Some(v) = dict.get("requeue") {
             spec.requeue = bool::try_from(&**v).expect("signature checked");
         }
+        if let Some(v) = dict.get("client_token") {
+            spec.client_token = string(v);
+        }
         spec.check()?;
         Ok(spec)
     }
@@ -257,14 +275,9 @@ impl SubmitSpec {
     /// Checks every value's range.
     pub fn check(&self) -> Result<(), String> {
         let number = |key: &str, x: f64, rule: Rule| {
-            if rule.accepts(x) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "key {key:?}: expected {}, got {x}",
-                    rule.describe()
-                ))
-            }
+            rule.check(x)
+                .map(drop)
+                .map_err(|e| format!("key {key:?}: {e}"))
         };
         number("workload", self.workload, Rule::WORKLOAD)?;
         number("mem_gb", self.mem_gb, Rule::MEM_GB)?;
@@ -274,9 +287,10 @@ impl SubmitSpec {
             return Err("key \"gpus\": expected an integer >= 1, got 0".into());
         }
         if let Some(r) = self.runtimes.iter().find(|&&r| !Rule::RUNTIME.accepts(r)) {
-            return Err(format!(
-                "key \"runtimes\": expected numbers > 0 or inf, got {r}"
-            ));
+            return Err(match Rule::RUNTIME.check(*r) {
+                Err(e) if r.is_finite() && *r > 0.0 => format!("key \"runtimes\": {e}"),
+                _ => format!("key \"runtimes\": expected numbers > 0 or inf, got {r}"),
+            });
         }
         if self.app.is_empty() {
             return Err("key \"app\": expected a DVFS profile name, got \"\"".into());
@@ -291,6 +305,12 @@ impl SubmitSpec {
         {
             return Err(format!(
                 "key \"env\": expected variable names without '=', got {k:?}"
+            ));
+        }
+        if self.client_token.len() > CLIENT_TOKEN_MAX_LEN || self.client_token.contains('\0') {
+            return Err(format!(
+                "key \"client_token\": expected at most {CLIENT_TOKEN_MAX_LEN} bytes without NUL, got {} bytes",
+                self.client_token.len()
             ));
         }
         if let Some(s) = self
@@ -353,7 +373,24 @@ pub struct TaskInfo {
     pub spec: SubmitSpec,
 }
 
+/// What callers other than a task's owner, an admin or root see in place of
+/// each `env` value and each argument after `argv[0]`.
+pub const REDACTED: &str = "<redacted>";
+
 impl TaskInfo {
+    /// The task as others than its owner, admins and root may see it: the
+    /// `env` keys with [`REDACTED`] values, and `command` with every argument
+    /// after the program replaced by [`REDACTED`] (secrets travel there too).
+    pub fn redacted(mut self) -> TaskInfo {
+        for value in self.spec.env.values_mut() {
+            *value = REDACTED.into();
+        }
+        for arg in self.spec.command.iter_mut().skip(1) {
+            *arg = REDACTED.into();
+        }
+        self
+    }
+
     /// The `a{sv}` form: the task's own keys and its spec's.
     pub fn to_dict(&self) -> Dict {
         let mut d = Dict::new();

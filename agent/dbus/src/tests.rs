@@ -18,6 +18,7 @@ fn full_spec() -> SubmitSpec {
         env: BTreeMap::from([("A".into(), "b".into())]),
         name: "train".into(),
         requeue: true,
+        client_token: "retry-key-1".into(),
     }
 }
 
@@ -59,6 +60,18 @@ fn spec_refusals_name_the_key() {
     assert_eq!(
         with("deadline", task::owned(f64::INFINITY)),
         "key \"deadline\": expected a number >= 0, got inf"
+    );
+    assert_eq!(
+        with("workload", task::owned(1e308)),
+        "key \"workload\": expected at most 1e9 in magnitude (the cap on task values), got 1e308"
+    );
+    assert_eq!(
+        with("runtimes", task::owned(vec![1.0, 1e300])),
+        "key \"runtimes\": expected at most 1e9 in magnitude (the cap on task values), got 1e300"
+    );
+    assert_eq!(
+        with("client_token", task::owned("x".repeat(257))),
+        "key \"client_token\": expected at most 256 bytes without NUL, got 257 bytes"
     );
     assert_eq!(
         with("weight", task::owned(0.0)),
@@ -106,6 +119,48 @@ fn task_info_round_trips() {
     let d = queued.to_dict();
     assert!(!d.contains_key("started") && d.contains_key("name"));
     assert_eq!(TaskInfo::from_dict(&d).unwrap(), queued);
+}
+
+#[test]
+fn redaction_keeps_keys_and_the_program_only() {
+    let info = TaskInfo {
+        id: "t1".into(),
+        state: TaskStatus::Running,
+        owner_uid: 0,
+        devices: vec![0],
+        submitted: 1.7e9,
+        started: None,
+        finished: None,
+        exit_code: None,
+        energy_j: None,
+        reason: None,
+        spec: SubmitSpec {
+            env: BTreeMap::from([
+                ("API_TOKEN".into(), "s3cret".into()),
+                ("MODE".into(), "fast".into()),
+            ]),
+            ..full_spec()
+        },
+    };
+    let shown = info.clone().redacted();
+    assert_eq!(
+        shown.spec.env,
+        BTreeMap::from([
+            ("API_TOKEN".into(), REDACTED.into()),
+            ("MODE".into(), REDACTED.into()),
+        ])
+    );
+    assert_eq!(shown.spec.command, ["/bin/sh", REDACTED, REDACTED]);
+    // Everything else is as it was.
+    let restored = TaskInfo {
+        spec: SubmitSpec {
+            env: info.spec.env.clone(),
+            command: info.spec.command.clone(),
+            ..shown.spec.clone()
+        },
+        ..shown
+    };
+    assert_eq!(restored, info);
 }
 
 #[test]

@@ -25,6 +25,7 @@ mod process;
 mod requests;
 mod table;
 mod time;
+mod tokens;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ use gpu_agent_plugin_api::AppModel;
 use modelled::Modelled;
 use process::Processes;
 use table::TaskTable;
+use tokens::ClientTokens;
 
 pub use time::Timebase;
 
@@ -136,6 +138,12 @@ pub enum Request {
         key: TaskKey,
         /// Why.
         reason: String,
+    },
+    /// The watchdog's heartbeat: answered once the round that took it has
+    /// been stored, so an answer means the engine thread is making progress.
+    Heartbeat {
+        /// Answered after the round.
+        reply: oneshot::Sender<()>,
     },
     /// Stop: refuse new work, end or keep the running tasks as configured,
     /// restore every control, and leave the loop.
@@ -312,6 +320,16 @@ pub struct Engine {
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
     stopping: bool,
+    /// Recent `client_token`s, for retried submissions.
+    tokens: ClientTokens,
+    /// Test hook (`GPU_AGENT_TEST_KILL_AFTER_STORE=<task name>`): the engine
+    /// SIGKILLs its process right after storing a new task of that name and
+    /// before answering, as a crash at that instant would.
+    kill_after_store: Option<String>,
+    /// Test hook (`GPU_AGENT_TEST_HANG_ON=<task name>`): the engine thread
+    /// hangs for good when a task of that name is submitted, as a policy or
+    /// a driver call that never returns would make it.
+    hang_on: Option<String>,
 }
 
 impl Engine {
@@ -366,7 +384,14 @@ impl Engine {
             timers: Agenda::new(),
             unsaved: Vec::new(),
             stopping: false,
+            tokens: ClientTokens::default(),
+            kill_after_store: std::env::var("GPU_AGENT_TEST_KILL_AFTER_STORE").ok(),
+            hang_on: std::env::var("GPU_AGENT_TEST_HANG_ON").ok(),
         };
+        let now_unix = engine.time.unix_now();
+        for task in &stored {
+            engine.tokens.remember(task, now_unix);
+        }
         let round = engine.restore(stored, controls, processes)?;
         std::thread::Builder::new()
             .name("engine".into())
@@ -457,6 +482,9 @@ impl Engine {
             if let Err(e) = self.store.commit(&ops) {
                 log::error!("cannot store {} new task(s): {e}", accepted.len());
                 for a in accepted {
+                    let spec = &a.info.spec;
+                    self.tokens
+                        .forget(a.info.owner_uid, &spec.client_token, &a.info.id);
                     round.reply(
                         a.reply,
                         Err(AgentError::Failed(format!(
@@ -465,6 +493,12 @@ impl Engine {
                     );
                 }
             } else {
+                if let Some(name) = &self.kill_after_store {
+                    if accepted.iter().any(|a| &a.info.spec.name == name) {
+                        log::warn!("test hook: killed after storing task {name:?}");
+                        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                    }
+                }
                 for a in accepted {
                     let id = a.info.id.clone();
                     round.notice(Notice::TaskChanged {

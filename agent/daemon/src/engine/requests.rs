@@ -4,7 +4,6 @@ use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection};
 use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
-use gpu_agent_loader::Registry;
 
 /// The refusal of a request that would change state after a stop began.
 fn stopping(what: &str) -> AgentError {
@@ -43,10 +42,25 @@ impl Engine {
     /// Handles one request as part of `round`, stopping or not.
     fn serve(&mut self, request: Request, round: &mut Round) {
         match request {
-            Request::Submit { owner, spec, reply } => match self.accept(owner, spec) {
-                Ok(accepted) => round.accepted.push(Accepted { reply, ..accepted }),
-                Err(e) => round.reply(reply, Err(e)),
-            },
+            Request::Submit { owner, spec, reply } => {
+                if self.hang_on.as_ref().is_some_and(|name| *name == spec.name) {
+                    log::warn!("test hook: the engine hangs on task {:?}", spec.name);
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                if let Some(answer) = self.resubmission(owner, &spec, round) {
+                    return round.reply(reply, answer);
+                }
+                match self.accept(owner, spec) {
+                    Ok(accepted) => {
+                        self.tokens
+                            .remember(&accepted.info, accepted.info.submitted);
+                        round.accepted.push(Accepted { reply, ..accepted })
+                    }
+                    Err(e) => round.reply(reply, Err(e)),
+                }
+            }
             Request::Cancel { id, caller, reply } => {
                 let result = self.cancel(&id, caller, round);
                 round.reply(reply, result);
@@ -100,6 +114,7 @@ impl Engine {
                     self.finish(key, Err(reason), round);
                 }
             }
+            Request::Heartbeat { reply } => round.answer(reply, ()),
             Request::Stop { reply } => {
                 self.stop(round);
                 round.answer(reply, ());
@@ -115,6 +130,34 @@ impl Engine {
         self.tasks
             .find(id)
             .ok_or_else(|| AgentError::NoSuchTask(format!("no task {id:?}")))
+    }
+
+    /// The answer to a submission whose `client_token` its owner already
+    /// used within the retention window: the first task's id for the same
+    /// spec (a retry), a refusal for another spec.
+    fn resubmission(
+        &self,
+        owner: u32,
+        spec: &SubmitSpec,
+        round: &Round,
+    ) -> Option<Result<String, AgentError>> {
+        let id = self
+            .tokens
+            .lookup(owner, &spec.client_token, self.time.unix_now())?;
+        let first = round
+            .accepted
+            .iter()
+            .map(|a| &a.info)
+            .find(|t| t.id == id)
+            .or_else(|| self.tasks.find(id).map(|(t, _)| t))?;
+        Some(if first.spec == *spec {
+            Ok(id.to_string())
+        } else {
+            Err(AgentError::InvalidArgument(format!(
+                "key \"client_token\": already used for task {id} with another spec; \
+                 a new task needs a new token"
+            )))
+        })
     }
 
     /// Checks a submission against this host; the task and its core spec.
@@ -144,6 +187,14 @@ impl Engine {
         let mut core_spec = spec.to_task(String::new(), now, now, app.clone());
         if let Some(problem) = core_spec.alt_gpus_problem() {
             return Err(invalid(format!("key \"gpus_alt\": {problem}")));
+        }
+        if let Some(problem) = core_spec.runtime_problem(&self.devices) {
+            let key = if core_spec.runtimes.is_empty() {
+                "workload"
+            } else {
+                "runtimes"
+            };
+            return Err(invalid(format!("key {key:?}: {problem}")));
         }
         if let Some(reason) = self.core.refusal(&core_spec) {
             return Err(AgentError::Unschedulable(reason));
@@ -247,7 +298,10 @@ impl Engine {
         if let Some(apps) = &config.apps {
             gpu_agent_sim::input::apps::load(apps).map_err(|e| refuse(&e))?;
         }
-        let registry = Registry::load_dir(&plugin_dir).map_err(|e| refuse(&e))?;
+        let registry = self
+            .source
+            .plugins(&config, &plugin_dir)
+            .map_err(|e| refuse(&e))?;
         for failure in &registry.failures {
             log::warn!("plugin skipped: {failure}");
         }

@@ -4,7 +4,7 @@ use std::{collections::HashMap, path::Path};
 
 use gpu_agent_core::apps::{AppLibrary, DEFAULT_APP};
 use gpu_agent_core::host::Host;
-use gpu_agent_core::task::{Rule, TaskSpec};
+use gpu_agent_core::task::{Rule, TaskSpec, MAX_VALUE};
 
 use super::InputError;
 
@@ -104,6 +104,9 @@ impl Trace {
                 let text = field(i);
                 match text.parse::<f64>() {
                     Ok(x) if rule.accepts(x) => Ok(x),
+                    Ok(x) if x.is_finite() && x.abs() > MAX_VALUE => {
+                        Err(err(name, rule.check(x).unwrap_err()))
+                    }
                     _ => Err(err(
                         name,
                         format!("expected {}, got {text:?}", rule.describe()),
@@ -205,6 +208,14 @@ impl Trace {
             if let Some(problem) = spec.alt_gpus_problem() {
                 return Err(err("gpus_alt", problem));
             }
+            if let Some(problem) = spec.runtime_problem(&host.devices) {
+                let column = if spec.runtimes.is_empty() {
+                    "workload"
+                } else {
+                    "runtimes"
+                };
+                return Err(err(column, problem));
+            }
             let command = command_col
                 .map(field)
                 .filter(|s| !s.is_empty())
@@ -272,6 +283,32 @@ mod tests {
     }
 
     #[test]
+    fn run_times_beyond_the_cap_are_refused() {
+        let slow = crate::input::host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n[[gpu]]\nmodel = \"T4\"\nspeed = 1e-6\n",
+        )
+        .unwrap();
+        let parse = |text: &str| {
+            Trace::parse(
+                Path::new("trace.csv"),
+                text.as_bytes(),
+                &slow,
+                &AppLibrary::default(),
+            )
+            .map(|t| t.tasks.len())
+            .map_err(|e| e.to_string())
+        };
+        let head = "id,arrival,workload,mem_gb,deadline,weight,runtimes\n";
+        assert_eq!(
+            parse(&format!("{head}a,0,1e6,1,1,1,\n")),
+            Err("trace.csv:2: column workload: the run time on device 1 would be 1e12 s, above the cap of 1e9 s".into())
+        );
+        // The same work with measured run times (inf: cannot use) is fine.
+        assert_eq!(parse(&format!("{head}a,0,1e6,1,1,1,1e6;inf\n")), Ok(1));
+    }
+
+    #[test]
     fn bad_rows_are_named() {
         let head = "id,arrival,workload,mem_gb,deadline,weight\n";
         let cases = [
@@ -290,6 +327,18 @@ mod tests {
             (
                 "a,0,1,1,1,inf\n",
                 "trace.csv:2: column weight: expected a number > 0, got \"inf\"",
+            ),
+            (
+                "a,1e308,1,1,1,1\n",
+                "trace.csv:2: column arrival: expected at most 1e9 in magnitude (the cap on task values), got 1e308",
+            ),
+            (
+                "a,0,1e308,1,1,1\n",
+                "trace.csv:2: column workload: expected at most 1e9 in magnitude (the cap on task values), got 1e308",
+            ),
+            (
+                "a,0,1e9,1,1,1\nb,0,1,1,1,1e10\n",
+                "trace.csv:3: column weight: expected at most 1e9 in magnitude (the cap on task values), got 1e10",
             ),
             (
                 "a,0,1,1,1,1\na,0,1,1,1,1\n",

@@ -1,0 +1,260 @@
+//! Start-up and configuration: signals from the first instruction, and
+//! configuration errors that name file, line and key, each OS error once;
+//! calls with the wrong arguments get `org.freedesktop.DBus.Error.InvalidArgs`.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gpu_agent_dbus::private_bus::PrivateBus;
+
+use crate::daemon::{host_file, spec, Daemon, Settings, AGENT};
+use crate::harness::{artefacts, plugin_dir, FIFO, GREEDY_EFT};
+
+/// `gpu-agentd --mock … --session` on `bus` with `extra` arguments.
+fn gpu_agentd(bus: &PrivateBus, state: &std::path::Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(artefacts().join("gpu-agentd"));
+    command
+        .arg("--mock")
+        .arg(host_file())
+        .arg("--session")
+        .arg("--state-dir")
+        .arg(state)
+        .args(extra)
+        .env("DBUS_SESSION_BUS_ADDRESS", bus.address())
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Runs a daemon that is expected to refuse to start.
+fn refused(extra: &[&str]) -> (Output, String) {
+    let bus = PrivateBus::start().expect("a private bus");
+    let state = tempfile::tempdir().unwrap();
+    let out = gpu_agentd(&bus, state.path(), extra)
+        .output()
+        .expect("gpu-agentd runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    (out, stderr)
+}
+
+#[test]
+fn daemon_startup_hangups_while_starting_are_deferred_not_fatal() {
+    let bus = PrivateBus::start().expect("a private bus");
+    let state = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&[FIFO, GREEDY_EFT]);
+    let mut child = gpu_agentd(&bus, state.path(), &["--plugin-dir"])
+        .arg(plugins.path())
+        .spawn()
+        .expect("gpu-agentd starts");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Until main's first instruction the default action applies (the loader
+    // runs before it); from there on, a SIGHUP must never kill it.
+    let status = format!("/proc/{}/status", child.id());
+    let catches_hangup = || {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                let mask = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+                u64::from_str_radix(mask.trim(), 16).ok()
+            })
+            .is_some_and(|mask| mask & 1 != 0)
+    };
+    let caught_by = Instant::now() + Duration::from_secs(10);
+    while !catches_hangup() {
+        assert!(
+            Instant::now() < caught_by,
+            "gpu-agentd never handled SIGHUP"
+        );
+        std::thread::yield_now();
+    }
+    // SIGHUPs from the first microseconds of its life until it serves.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dbus = rt.block_on(async {
+        let conn = zbus::connection::Builder::address(bus.address())
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        zbus::fdo::DBusProxy::new(&conn).await.unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut sent = 0;
+    loop {
+        if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).is_ok() {
+            sent += 1;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("gpu-agentd died of a SIGHUP while starting: {status}");
+        }
+        if rt
+            .block_on(dbus.name_has_owner(AGENT[0].try_into().unwrap()))
+            .unwrap_or(false)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "gpu-agentd did not start");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(sent > 0);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The early ones became (at least) one reload once it was ready.
+    let serving = stderr.find("serving org.gpuagent.Agent1").expect(&stderr);
+    let reload = stderr.find("SIGHUP: reloading").expect(&stderr);
+    assert!(reload > serving, "{stderr}");
+}
+
+#[test]
+fn daemon_startup_unknown_configured_policy_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&[FIFO, GREEDY_EFT]);
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, "cancel_grace_s = 1\n\npolicy = \"nosuch\"\n").unwrap();
+    let (_, stderr) = refused(&[
+        "--config",
+        config.to_str().unwrap(),
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        stderr,
+        format!(
+            "gpu-agentd: error: {}:3: policy: unknown policy \"nosuch\"; available: fifo, greedy-eft\n",
+            config.display()
+        )
+    );
+}
+
+#[test]
+fn daemon_startup_missing_plugin_dir_names_file_and_key_and_the_os_error_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        "# plugins\nplugin_dir = \"/nonexistent/plugins\"\n",
+    )
+    .unwrap();
+    let (_, stderr) = refused(&["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        stderr,
+        format!(
+            "gpu-agentd: error: {}:2: plugin_dir: cannot read plugin directory /nonexistent/plugins: \
+             No such file or directory (os error 2)\n",
+            config.display()
+        )
+    );
+    let (_, stderr) = refused(&["--plugin-dir", "/nonexistent/plugins"]);
+    assert_eq!(
+        stderr,
+        "gpu-agentd: error: --plugin-dir: cannot read plugin directory /nonexistent/plugins: \
+         No such file or directory (os error 2)\n"
+    );
+}
+
+#[test]
+fn daemon_startup_wrong_arguments_are_invalid_args() {
+    let d = Daemon::start();
+    let invalid = |args: &[&str], expected: &str| {
+        let out = d.busctl(&[&["call", AGENT[0], AGENT[1], AGENT[2]], args].concat());
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("Call failed: {expected}\n"),
+            "{args:?}"
+        );
+    };
+    invalid(&["GetTask", "u", "5"], "expected (s), got (u)");
+    invalid(&["GetTask", "ss", "t1", "t2"], "expected (s), got (ss)");
+    invalid(&["Submit", "s", "x"], "expected (a{sv}), got (s)");
+    invalid(&["SetPolicy", "ss", "fifo", "x"], "expected (s), got (ss)");
+    // zbus itself refuses arguments to a method without any.
+    for method in ["ListPolicies", "Metrics", "Reload"] {
+        let out = d.busctl(&["call", AGENT[0], AGENT[1], AGENT[2], method, "s", "x"]);
+        assert!(!out.status.success(), "{method} took an argument");
+    }
+    // The error's name, as a client library sees it.
+    let conn = d.conn().clone();
+    let got = d.block_on(async move {
+        conn.call_method(
+            Some(AGENT[0]),
+            AGENT[1],
+            Some(AGENT[2]),
+            "GetTask",
+            &(7u32,),
+        )
+        .await
+    });
+    assert_eq!(
+        crate::daemon::dbus_error(got),
+        (
+            "org.freedesktop.DBus.Error.InvalidArgs".to_string(),
+            "expected (s), got (u)".to_string()
+        )
+    );
+    // Right arguments still work.
+    let out = d.busctl(&["call", AGENT[0], AGENT[1], AGENT[2], "ListPolicies"]);
+    assert!(out.status.success());
+}
+
+/// The systemd watchdog is pinged only while the engine thread answers its
+/// heartbeat: a hung engine (a test hook parks it) stops the pings, so
+/// systemd would restart the daemon.
+#[test]
+fn daemon_watchdog_pings_only_while_the_engine_answers() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut d = Daemon::start_with(Settings {
+        env: vec![
+            ("NOTIFY_SOCKET".into(), path.to_str().unwrap().into()),
+            // A ping every 0.5 s.
+            ("WATCHDOG_USEC".into(), "1000000".into()),
+            ("GPU_AGENT_TEST_HANG_ON".into(), "hang".into()),
+        ],
+        ..Settings::default()
+    });
+    // The pings that come within `window`.
+    let pings = |window: Duration| {
+        let end = Instant::now() + window;
+        let mut buf = [0u8; 4096];
+        let mut n = 0;
+        while Instant::now() < end {
+            if let Ok(len) = socket.recv(&mut buf) {
+                n += String::from_utf8_lossy(&buf[..len])
+                    .lines()
+                    .filter(|l| *l == "WATCHDOG=1")
+                    .count();
+            }
+        }
+        n
+    };
+    assert!(
+        pings(Duration::from_secs(4)) >= 2,
+        "a healthy engine earns pings"
+    );
+    let mut hang = spec(1.0, 1.0, 60.0, 1.0);
+    hang.name = "hang".into();
+    let client = d.new_client();
+    let _never = d.spawn(async move { client.submit(hang.to_dict()).await });
+    pings(Duration::from_millis(1500)); // one in flight may still land
+    assert_eq!(pings(Duration::from_secs(3)), 0, "a hung engine earns none");
+    assert!(
+        d.stderr().contains("withholding the watchdog ping"),
+        "{}",
+        d.stderr()
+    );
+    d.kill9();
+}
