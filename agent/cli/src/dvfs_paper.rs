@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 use clap::ValueEnum;
-use gpu_agent_dvfs::cluster::{self, Algo, Config, Outcome};
+use gpu_agent_dvfs::cluster::{self, Algo, Config, OnlineAlgo, Outcome};
 use gpu_agent_dvfs::{Options, Search};
 use gpu_agent_sim::dvfs_paper::{generate, Mode};
 use serde::Serialize;
@@ -14,10 +14,14 @@ use crate::table::{Align, Table};
 
 const EXAMPLE: &str = "Examples (the paper's offline rows, l = 1, U = 1.0 and l = 16, U = 1.6):\n  gpuctl dvfs paper --gpus-per-server 1 --util 1.0 --sets 20 --compat\n  gpuctl dvfs paper --gpus-per-server 16 --util 1.6 --theta 1 --sets 20 --compat --json";
 
-/// Run the DVFS paper's offline experiment: 2048 GPU-CPU pairs in servers of
-/// L, int(2048 U) seeded tasks at slot 0, placed by a rule with and without
-/// DVFS; print the mean energy (run, idle, turn-on overhead, total; W x slot),
-/// servers turned on, deadline misses and the saving.
+/// Run the DVFS paper's experiments: 2048 GPU-CPU pairs in servers of L,
+/// seeded task sets placed by a rule with and without DVFS; print the mean
+/// energy (run, idle, turn-on overhead, total; W x slot), servers turned on,
+/// deadline misses and the saving.
+///
+/// Offline: int(2048 U) tasks at slot 0, servers stay on. Online: 819 tasks at
+/// slot 0 and int(2048 U) more over slots 1 ... 1439; a server with no busy
+/// pair for --rho slots turns off (rules: edl, bin).
 ///
 /// Set s uses seed SEED + s. Without --compat the agent's rule applies: a task
 /// that would miss its deadline at its optimal clocks is re-solved on it, and
@@ -25,6 +29,9 @@ const EXAMPLE: &str = "Examples (the paper's offline rows, l = 1, U = 1.0 and l 
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLE)]
 pub struct PaperArgs {
+    /// Offline (every task at slot 0) or online (arrivals over 1440 slots).
+    #[arg(long, value_enum, default_value_t = ModeArg::Offline)]
+    mode: ModeArg,
     /// GPU-CPU pairs per server (l).
     #[arg(long, value_name = "L", default_value_t = 1)]
     gpus_per_server: usize,
@@ -55,17 +62,28 @@ pub struct PaperArgs {
     /// Energy of one server turn-on, W x slot.
     #[arg(long, value_name = "E", default_value_t = 200.0)]
     turn_on: f64,
+    /// Online: idle slots after which a server turns off.
+    #[arg(long, default_value_t = 2)]
+    rho: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Offline,
+    Online,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum AlgoArg {
     Edl,
     EdfBf,
     EdfWf,
     LptFf,
+    /// Online only: EDF-WF at slot 0, then first fit.
+    Bin,
 }
 
 impl From<AlgoArg> for Algo {
@@ -74,7 +92,7 @@ impl From<AlgoArg> for Algo {
             AlgoArg::Edl => Algo::Edl,
             AlgoArg::EdfBf => Algo::EdfBf,
             AlgoArg::EdfWf => Algo::EdfWf,
-            AlgoArg::LptFf => Algo::LptFf,
+            AlgoArg::LptFf | AlgoArg::Bin => Algo::LptFf,
         }
     }
 }
@@ -144,8 +162,17 @@ pub fn run(args: PaperArgs) -> Result<()> {
     if args.sets == 0 {
         bail!("--sets: expected at least 1");
     }
+    let online = match (args.mode, args.algo) {
+        (ModeArg::Offline, AlgoArg::Bin) => bail!("--algo bin: online only"),
+        (ModeArg::Offline, _) => None,
+        (ModeArg::Online, AlgoArg::Edl) => Some(OnlineAlgo::Edl),
+        (ModeArg::Online, AlgoArg::Bin) => Some(OnlineAlgo::Bin),
+        (ModeArg::Online, _) => bail!("--algo: online runs edl or bin"),
+    };
     let search = Search::parse(&args.search).expect("clap checked the search");
     let algo = Algo::from(args.algo);
+    let algo_name = online.map_or(algo.name(), OnlineAlgo::name);
+    let servers = pairs / args.gpus_per_server;
     let cfg = Config {
         pairs_per_server: args.gpus_per_server,
         idle_w: args.idle_w,
@@ -163,17 +190,30 @@ pub fn run(args: PaperArgs) -> Result<()> {
     let (mut on_m, mut off_m) = (Means::default(), Means::default());
     let mut tasks = 0;
     for s in 0..args.sets {
-        let set = generate(Mode::Offline, args.util, args.seed + s);
+        let run = |c: &Config, set: &[cluster::Task]| match online {
+            None => cluster::offline(set, algo, c),
+            Some(a) => cluster::online(set, a, c, servers, args.rho),
+        };
+        let mode = if online.is_some() {
+            Mode::Online
+        } else {
+            Mode::Offline
+        };
+        let set = generate(mode, args.util, args.seed + s);
         tasks = set.len();
-        on_m.add(&cluster::offline(&set, algo, &cfg), n);
-        off_m.add(&cluster::offline(&set, algo, &off), n);
+        on_m.add(&run(&cfg, &set), n);
+        off_m.add(&run(&off, &set), n);
     }
     let report = Report {
-        mode: "offline",
+        mode: if online.is_some() {
+            "online"
+        } else {
+            "offline"
+        },
         gpus: gpu_agent_sim::dvfs_paper::PAIRS,
         gpus_per_node: args.gpus_per_server,
         util: args.util,
-        algo: algo.name(),
+        algo: algo_name,
         theta: args.theta,
         search: search.name(),
         compat: args.compat,
@@ -212,8 +252,9 @@ pub fn run(args: PaperArgs) -> Result<()> {
         ]);
     }
     crate::emit(&format!(
-        "{} offline, {} tasks on 2048 pairs in servers of {}, theta {}, {} search{}; mean of {} sets:\n{}saving {:.1}%\n",
-        algo.name(),
+        "{} {}, {} tasks on 2048 pairs in servers of {}, theta {}, {} search{}; mean of {} sets:\n{}saving {:.1}%\n",
+        algo_name,
+        report.mode,
         tasks,
         args.gpus_per_server,
         args.theta,

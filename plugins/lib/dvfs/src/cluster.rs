@@ -138,17 +138,154 @@ struct Pair {
     load: f64,
 }
 
-/// The offline run of `tasks` (all arriving at slot `now`) under `algo`
-/// (dvfs-energy.md §3.2, §3.3).
-pub fn offline(tasks: &[Task], algo: Algo, cfg: &Config) -> Outcome {
-    let now = 0.0;
-    let o = &cfg.options;
-    // Step 1: the settings each task starts from.
-    let chosen: Vec<(Point, Class)> = tasks
+/// The servers, their pairs, and what the run has spent.
+struct Cluster<'a> {
+    cfg: &'a Config,
+    /// Every server's pairs (`m` servers, or as many as were turned on).
+    pairs: Vec<Vec<Pair>>,
+    /// Servers that are on, in turn-on order.
+    on: Vec<usize>,
+    /// Whether each server is on.
+    is_on: Vec<bool>,
+    out: Outcome,
+}
+
+impl<'a> Cluster<'a> {
+    fn new(cfg: &'a Config, servers: usize) -> Self {
+        Cluster {
+            cfg,
+            pairs: vec![vec![Pair::default(); cfg.pairs_per_server.max(1)]; servers],
+            on: Vec::new(),
+            is_on: vec![false; servers],
+            out: Outcome::default(),
+        }
+    }
+
+    /// Turns on the lowest-id server that is off (a new one if all are on).
+    fn turn_on(&mut self) -> usize {
+        let id = self.is_on.iter().position(|on| !on).unwrap_or_else(|| {
+            self.pairs
+                .push(vec![Pair::default(); self.cfg.pairs_per_server.max(1)]);
+            self.is_on.push(false);
+            self.pairs.len() - 1
+        });
+        self.is_on[id] = true;
+        for p in &mut self.pairs[id] {
+            *p = Pair::default();
+        }
+        self.on.push(id);
+        self.out.turn_ons += 1;
+        self.out.overhead += self.cfg.turn_on;
+        id
+    }
+
+    /// Candidate pairs: those of on servers, in turn-on order then index.
+    fn candidates(&self) -> Vec<(usize, usize)> {
+        self.on
+            .iter()
+            .flat_map(|&s| (0..self.pairs[s].len()).map(move |k| (s, k)))
+            .collect()
+    }
+
+    /// The pair `rule` picks for `task` at `now` (None: a new server), and the
+    /// point it then runs at (θ-readjusted by EDL).
+    fn pick(
+        &self,
+        rule: Algo,
+        task: &Task,
+        point: Point,
+        now: f64,
+    ) -> (Option<(usize, usize)>, Point, bool) {
+        let o = &self.cfg.options;
+        let cands = self.candidates();
+        let pair = |c: &(usize, usize)| &self.pairs[c.0][c.1];
+        let fits = |c: &(usize, usize)| task.deadline - pair(c).end.max(now) >= point.t;
+        let found = match rule {
+            Algo::Edl => {
+                let Some(spt) = cands
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| pair(a).end.total_cmp(&pair(b).end))
+                else {
+                    return (None, point, false);
+                };
+                let slack = task.deadline - pair(&spt).end.max(now);
+                if slack >= point.t {
+                    Some(spt)
+                } else {
+                    let t_theta = (self.cfg.theta * point.t).max(o.t_min(&task.profile));
+                    if self.cfg.dvfs && slack > t_theta {
+                        if let Some(p) = o.readjust(&task.profile, point, slack) {
+                            return (Some(spt), p, true);
+                        }
+                    }
+                    None
+                }
+            }
+            Algo::EdfBf => cands
+                .iter()
+                .copied()
+                .filter(fits)
+                .max_by(|a, b| pair(a).load.total_cmp(&pair(b).load)),
+            Algo::EdfWf => cands
+                .iter()
+                .copied()
+                .filter(fits)
+                .min_by(|a, b| pair(a).load.total_cmp(&pair(b).load)),
+            Algo::LptFf => cands.iter().copied().find(fits),
+        };
+        (found, point, false)
+    }
+
+    /// Places task `i` by `rule` at `now`, on a new server's pair 0 when no
+    /// pair takes it.
+    fn place(&mut self, i: usize, task: &Task, rule: Algo, start: (Point, Class), now: f64) {
+        let (found, point, readjusted) = self.pick(rule, task, start.0, now);
+        let (server, pair) = found.unwrap_or_else(|| (self.turn_on(), 0));
+        self.put(i, task, (server, pair), point, start.1, readjusted, now);
+    }
+
+    /// Books task `i` on `at` at `point`.
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &mut self,
+        i: usize,
+        task: &Task,
+        at: (usize, usize),
+        point: Point,
+        class: Class,
+        readjusted: bool,
+        now: f64,
+    ) {
+        let p = &mut self.pairs[at.0][at.1];
+        let start = p.end.max(now);
+        p.end = start + point.t;
+        p.tau += point.t.ceil();
+        p.load = p.load.max(p.tau / task.deadline);
+        self.out.run += point.t * point.p;
+        if p.end > task.deadline {
+            self.out.misses += 1;
+        }
+        self.out.placed.push(Placed {
+            task: i,
+            server: at.0,
+            pair: at.1,
+            start,
+            end: p.end,
+            point,
+            class,
+            readjusted,
+        });
+    }
+}
+
+/// Step 1 of every rule: the point each task starts from, and its class.
+fn initial(tasks: &[Task], cfg: &Config) -> Vec<(Point, Class)> {
+    tasks
         .iter()
         .map(|t| {
             if cfg.dvfs {
-                let c = o.choose(&t.profile, Some(t.deadline - t.arrival));
+                let c = cfg.options.choose(&t.profile, Some(t.deadline - t.arrival));
                 (c.point, c.class)
             } else {
                 let p = t.profile.default_point();
@@ -160,80 +297,130 @@ pub fn offline(tasks: &[Task], algo: Algo, cfg: &Config) -> Outcome {
                 (p, class)
             }
         })
-        .collect();
-    // Step 2: the order (stable).
-    let mut order: Vec<usize> = (0..tasks.len()).collect();
-    match algo {
+        .collect()
+}
+
+/// `order` sorted as `rule` takes tasks (stable): by deadline, or by
+/// decreasing length for LPT-FF.
+fn sort_for(rule: Algo, order: &mut [usize], tasks: &[Task], chosen: &[(Point, Class)]) {
+    match rule {
         Algo::LptFf => order.sort_by(|&a, &b| chosen[b].0.t.total_cmp(&chosen[a].0.t)),
         _ => order.sort_by(|&a, &b| tasks[a].deadline.total_cmp(&tasks[b].deadline)),
     }
-    let l = cfg.pairs_per_server.max(1);
-    let mut pairs: Vec<Pair> = Vec::new();
-    let mut out = Outcome::default();
+}
+
+/// The offline run of `tasks` (all arriving at slot 0) under `algo`
+/// (dvfs-energy.md §3.2, §3.3): servers are turned on as tasks need them
+/// and stay on; idle energy counts whole booked slots up to each server's
+/// last.
+pub fn offline(tasks: &[Task], algo: Algo, cfg: &Config) -> Outcome {
+    let chosen = initial(tasks, cfg);
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    sort_for(algo, &mut order, tasks, &chosen);
+    let mut c = Cluster::new(cfg, 0);
     for i in order {
-        let task = &tasks[i];
-        let (mut point, class) = chosen[i];
-        let mut readjusted = false;
-        let fits = |p: &Pair, t: f64| task.deadline - p.end.max(now) >= t;
-        let target = match algo {
-            Algo::Edl => {
-                let spt = (0..pairs.len()).min_by(|&a, &b| pairs[a].end.total_cmp(&pairs[b].end));
-                spt.and_then(|k| {
-                    let slack = task.deadline - pairs[k].end.max(now);
-                    if slack >= point.t {
-                        return Some(k);
-                    }
-                    let t_theta = (cfg.theta * point.t).max(o.t_min(&task.profile));
-                    if cfg.dvfs && slack > t_theta {
-                        if let Some(p) = o.readjust(&task.profile, point, slack) {
-                            point = p;
-                            readjusted = true;
-                            return Some(k);
-                        }
-                    }
-                    None
-                })
-            }
-            Algo::EdfBf => (0..pairs.len())
-                .filter(|&k| fits(&pairs[k], point.t))
-                .max_by(|&a, &b| pairs[a].load.total_cmp(&pairs[b].load)),
-            Algo::EdfWf => (0..pairs.len())
-                .filter(|&k| fits(&pairs[k], point.t))
-                .min_by(|&a, &b| pairs[a].load.total_cmp(&pairs[b].load)),
-            Algo::LptFf => (0..pairs.len()).find(|&k| fits(&pairs[k], point.t)),
-        };
-        let k = target.unwrap_or_else(|| {
-            out.turn_ons += 1;
-            out.overhead += cfg.turn_on;
-            let first = pairs.len();
-            pairs.extend(std::iter::repeat_n(Pair::default(), l));
-            first
-        });
-        let p = &mut pairs[k];
-        let start = p.end.max(now);
-        p.end = start + point.t;
-        p.tau += point.t.ceil();
-        p.load = p.load.max(p.tau / task.deadline);
-        out.run += point.t * point.p;
-        if p.end > task.deadline {
-            out.misses += 1;
-        }
-        out.placed.push(Placed {
-            task: i,
-            server: k / l,
-            pair: k % l,
-            start,
-            end: p.end,
-            point,
-            class,
-            readjusted,
-        });
+        c.place(i, &tasks[i], algo, chosen[i], 0.0);
     }
-    for server in pairs.chunks(l) {
+    let mut out = c.out;
+    for server in &c.pairs {
         let finish = server.iter().map(|p| p.tau).fold(0.0, f64::max);
         out.idle += cfg.idle_w * server.iter().map(|p| finish - p.tau).sum::<f64>();
     }
     out
+}
+
+/// The online rules (dvfs-energy.md §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnlineAlgo {
+    /// EDL at every slot.
+    Edl,
+    /// The paper's BIN: EDF-WF at slot 0, then first fit in EDF order.
+    Bin,
+}
+
+impl OnlineAlgo {
+    /// `edl` or `bin`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnlineAlgo::Edl => "edl",
+            OnlineAlgo::Bin => "bin",
+        }
+    }
+}
+
+/// The online run (dvfs-energy.md §3.4): `tasks` in arrival order over
+/// slots, `servers` servers of `cfg.pairs_per_server` pairs, a server turned
+/// off after `rho` slots with no busy pair. Each slot: idle pairs of on
+/// servers cost `idle_w`; tasks finished by the slot leave; idle servers
+/// wait, then turn off; arrivals are solved, sorted by deadline and placed.
+/// With DVFS and `compat`, the energy-prior tasks of slot 0 go one per pair
+/// onto newly turned-on servers first (the code's Q3).
+pub fn online(tasks: &[Task], algo: OnlineAlgo, cfg: &Config, servers: usize, rho: u32) -> Outcome {
+    let chosen = initial(tasks, cfg);
+    let mut c = Cluster::new(cfg, servers);
+    let mut wait = vec![0u32; servers];
+    let mut next = 0;
+    let mut t = 0.0f64;
+    loop {
+        // Step 1: idle energy, completions and waiting, server by server.
+        let mut any_busy = false;
+        for (s, wait) in wait.iter_mut().enumerate() {
+            if !c.is_on[s] {
+                continue;
+            }
+            // A pair is busy at slot start while its last task has not
+            // completed: completion happens at the first slot ≥ its finish.
+            let busy = c.pairs[s].iter().filter(|p| p.end > t - 1.0).count();
+            let idle = c.pairs[s].len() - busy;
+            c.out.idle += cfg.idle_w * idle as f64;
+            let still = c.pairs[s].iter().any(|p| p.end > t);
+            if busy > 0 {
+                *wait = 0;
+            } else {
+                *wait += 1;
+            }
+            any_busy |= still;
+            // Step 2: off after rho idle slots.
+            if *wait >= rho && !still {
+                c.on.retain(|&x| x != s);
+                c.is_on[s] = false;
+                *wait = 0;
+            }
+        }
+        if next == tasks.len() && !any_busy {
+            break;
+        }
+        // Step 3: arrivals of this slot.
+        let first = next;
+        while next < tasks.len() && tasks[next].arrival <= t {
+            next += 1;
+        }
+        let mut order: Vec<usize> = (first..next).collect();
+        order.sort_by(|&a, &b| tasks[a].deadline.total_cmp(&tasks[b].deadline));
+        if t == 0.0 && cfg.dvfs && cfg.options.compat {
+            let (fit, rest): (Vec<usize>, Vec<usize>) = order
+                .iter()
+                .partition(|&&i| tasks[i].arrival + chosen[i].0.t <= tasks[i].deadline);
+            let l = cfg.pairs_per_server.max(1);
+            for chunk in fit.chunks(l) {
+                let s = c.turn_on();
+                for (k, &i) in chunk.iter().enumerate() {
+                    c.put(i, &tasks[i], (s, k), chosen[i].0, chosen[i].1, false, t);
+                }
+            }
+            order = rest;
+        }
+        for i in order {
+            let rule = match algo {
+                OnlineAlgo::Edl => Algo::Edl,
+                OnlineAlgo::Bin if t == 0.0 => Algo::EdfWf,
+                OnlineAlgo::Bin => Algo::LptFf,
+            };
+            c.place(i, &tasks[i], rule, chosen[i], t);
+        }
+        t += 1.0;
+    }
+    c.out
 }
 
 #[cfg(test)]
@@ -375,6 +562,83 @@ mod tests {
             assert_eq!(seen, vec![0, 1, 2, 3, 4], "{}", algo.name());
             assert_eq!(out.misses, 0, "{}", algo.name());
             // Tasks on one pair never overlap.
+            for a in &out.placed {
+                for b in &out.placed {
+                    if a.task != b.task && (a.server, a.pair) == (b.server, b.pair) {
+                        assert!(a.end <= b.start + 1e-9 || b.end <= a.start + 1e-9);
+                    }
+                }
+            }
+        }
+    }
+
+    fn plain(len: f64, arrival: f64, deadline: f64) -> Task {
+        Task {
+            profile: Profile {
+                p0: 50.0,
+                gamma: 25.0,
+                c: 25.0,
+                delta: 0.5,
+                d: len,
+                t0: 0.0,
+            },
+            arrival,
+            deadline,
+        }
+    }
+
+    #[test]
+    fn online_by_hand_servers_sleep_after_rho_idle_slots() {
+        // l = 1, two servers, no DVFS (P* = 100 W). A (0, 2.5 slots) runs on
+        // server 0 and completes at slot 3; slots 4 and 5 are idle (2 x 37),
+        // so server 0 turns off at slot 5, and B, arriving then, turns it on
+        // again (lowest id). B completes at slot 6, the last.
+        let c = Config {
+            dvfs: false,
+            ..Config::default()
+        };
+        let tasks = [plain(2.5, 0.0, 10.0), plain(1.0, 5.0, 20.0)];
+        let out = online(&tasks, OnlineAlgo::Edl, &c, 2, 2);
+        assert_eq!(out.turn_ons, 2);
+        assert_eq!(out.overhead, 400.0);
+        assert!((out.idle - 74.0).abs() < 1e-9, "{out:?}");
+        assert!((out.run - 350.0).abs() < 1e-9, "{out:?}");
+        assert_eq!((out.placed[1].server, out.placed[1].start), (0, 5.0));
+        assert_eq!(out.misses, 0);
+        // With rho = 3 the server stays on: B starts at once on it, one turn-on.
+        let out = online(&tasks, OnlineAlgo::Edl, &c, 2, 3);
+        assert_eq!(out.turn_ons, 1);
+        assert!((out.idle - 74.0).abs() < 1e-9, "{out:?}");
+    }
+
+    #[test]
+    fn online_places_every_task_once_without_overlap() {
+        let c = Config {
+            pairs_per_server: 2,
+            ..cfg(1.0)
+        };
+        let c = Config {
+            options: Options {
+                compat: false,
+                ..c.options
+            },
+            ..c
+        };
+        let mut tasks: Vec<Task> = table3();
+        tasks.extend(table3().into_iter().map(|t| Task {
+            arrival: 3.0,
+            deadline: t.deadline + 3.0,
+            ..t
+        }));
+        for algo in [OnlineAlgo::Edl, OnlineAlgo::Bin] {
+            let out = online(&tasks, algo, &c, 4, 2);
+            let mut seen: Vec<usize> = out.placed.iter().map(|p| p.task).collect();
+            seen.sort();
+            assert_eq!(seen, (0..tasks.len()).collect::<Vec<_>>());
+            assert_eq!(out.misses, 0, "{}", algo.name());
+            for p in &out.placed {
+                assert!(p.start >= tasks[p.task].arrival);
+            }
             for a in &out.placed {
                 for b in &out.placed {
                     if a.task != b.task && (a.server, a.pair) == (b.server, b.pair) {
