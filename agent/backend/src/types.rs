@@ -15,6 +15,10 @@ pub struct DeviceInfo {
     pub name: String,
     /// PCI bus id, e.g. `00000000:07:00.0`.
     pub pci_bus_id: String,
+    /// PCI device and vendor id, `0xDDDDVVVV` (`0x20B010DE`).
+    pub pci_device_id: u32,
+    /// PCI subsystem device and vendor id (`None` where the driver has none).
+    pub pci_subsystem_id: Option<u32>,
     /// Architecture, e.g. `Ampere` (`None` when the driver does not say).
     pub architecture: Option<String>,
     /// Whether the GPU supports MIG.

@@ -7,6 +7,7 @@ mod demo;
 mod dvfs;
 mod dvfs_paper;
 mod inspect;
+mod mig;
 mod plot;
 mod simulate;
 mod submit;
@@ -43,6 +44,7 @@ enum Command {
     Policy(agent::PolicyArgs),
     Reload(agent::ReloadArgs),
     Metrics(agent::MetricsArgs),
+    Mig(mig::Args),
     Simulate(simulate::Args),
     Inspect(inspect::Args),
     Demo(demo::Args),
@@ -145,6 +147,7 @@ fn main() -> ExitCode {
         Command::Policy(args) => agent::policy(args),
         Command::Reload(args) => agent::reload(args),
         Command::Metrics(args) => agent::metrics(args),
+        Command::Mig(args) => mig::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Demo(args) => demo::run(args),

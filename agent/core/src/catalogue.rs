@@ -44,6 +44,9 @@ impl MemClockSteps {
 pub struct GpuModel {
     /// Catalogue name, as host files write it.
     pub name: &'static str,
+    /// PCI device and vendor id (`0xDDDDVVVV`, NVML's `pciDeviceId`), which
+    /// mig-parted's `device-filter` matches.
+    pub pci_device_id: u32,
     /// The product name NVML reports.
     pub nvml_name: &'static str,
     /// Architecture, as NVML names it.
@@ -123,6 +126,7 @@ impl GpuModel {
 pub const CATALOGUE: &[GpuModel] = &[
     GpuModel {
         name: "A100-SXM4-40GB",
+        pci_device_id: 0x20B0_10DE,
         nvml_name: "NVIDIA A100-SXM4-40GB",
         architecture: "Ampere",
         memory_gb: 40.0,
@@ -142,6 +146,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "A100-SXM4-80GB",
+        pci_device_id: 0x20B2_10DE,
         nvml_name: "NVIDIA A100-SXM4-80GB",
         architecture: "Ampere",
         memory_gb: 80.0,
@@ -161,6 +166,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "H100-SXM5-80GB",
+        pci_device_id: 0x2330_10DE,
         nvml_name: "NVIDIA H100 80GB HBM3",
         architecture: "Hopper",
         memory_gb: 80.0,
@@ -180,6 +186,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "H100-PCIe-80GB",
+        pci_device_id: 0x2331_10DE,
         nvml_name: "NVIDIA H100 PCIe",
         architecture: "Hopper",
         memory_gb: 80.0,
@@ -199,6 +206,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "V100-SXM2-32GB",
+        pci_device_id: 0x1DB5_10DE,
         nvml_name: "Tesla V100-SXM2-32GB",
         architecture: "Volta",
         memory_gb: 32.0,
@@ -218,6 +226,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "L4",
+        pci_device_id: 0x27B8_10DE,
         nvml_name: "NVIDIA L4",
         architecture: "Ada Lovelace",
         memory_gb: 24.0,
@@ -245,6 +254,7 @@ pub const CATALOGUE: &[GpuModel] = &[
     },
     GpuModel {
         name: "T4",
+        pci_device_id: 0x1EB8_10DE,
         nvml_name: "Tesla T4",
         architecture: "Turing",
         memory_gb: 16.0,

@@ -11,6 +11,7 @@ mod devices;
 pub mod early_signals;
 pub mod engine;
 pub mod exec;
+pub mod mig;
 pub mod service;
 pub mod store;
 mod supervise;
@@ -33,6 +34,7 @@ use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
 use gpu_agent_dbus::{device_path, AGENT_PATH, BUS_NAME};
 use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
+use mig::MigView;
 use service::{AgentService, DeviceObject};
 use store::{Store, StoreError};
 
@@ -146,6 +148,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         auth::Auth::new(nix::unistd::getuid().as_raw()),
         policy_name,
         backend_name,
+        MigView::new(backend.clone())?,
     );
     let builder = match cfg.bus {
         Bus::System => connection::Builder::system(),

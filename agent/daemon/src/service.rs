@@ -12,6 +12,7 @@ use zbus::{
 
 use super::auth::{Auth, Roles};
 use super::engine::{Caller, Reply, Request};
+use super::mig::MigView;
 use gpu_agent_dbus::{
     metrics_to_dict, AgentError, Arg, CallError, DeviceStatus, Dict, SubmitSpec, TaskInfo,
     TaskStatus,
@@ -24,6 +25,7 @@ pub struct AgentService {
     policy: Mutex<String>,
     version: String,
     backend: String,
+    mig: MigView,
 }
 
 impl AgentService {
@@ -33,6 +35,7 @@ impl AgentService {
         auth: Auth,
         policy: String,
         backend: String,
+        mig: MigView,
     ) -> AgentService {
         AgentService {
             engine,
@@ -40,6 +43,7 @@ impl AgentService {
             policy: Mutex::new(policy),
             version: env!("CARGO_PKG_VERSION").into(),
             backend,
+            mig,
         }
     }
 
@@ -181,6 +185,30 @@ impl AgentService {
         ))
     }
 
+    /// One GPU's MIG state (mig.md §6.2).
+    async fn get_mig_layout(&self, gpu: u32) -> Result<Dict, AgentError> {
+        let mig = self.mig.clone();
+        blocking(move || mig.layout(gpu)).await.map(|l| l.to_dict())
+    }
+
+    /// The host's MIG state as a mig-parted v1 file (configuration `label`,
+    /// `""`: `current`).
+    async fn export_mig_config(&self, label: String) -> Result<String, AgentError> {
+        let mig = self.mig.clone();
+        blocking(move || mig.export(&label)).await
+    }
+
+    /// Whether the host is as configuration `name` of the v1 file `yaml` asks
+    /// (mig-parted `assert`), and every difference.
+    async fn assert_mig_config(
+        &self,
+        yaml: String,
+        name: String,
+    ) -> Result<(bool, Vec<String>), AgentError> {
+        let mig = self.mig.clone();
+        blocking(move || mig.assert(&yaml, &name)).await
+    }
+
     /// A task changed state.
     #[zbus(signal)]
     pub async fn task_changed(
@@ -220,6 +248,15 @@ fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
     } else {
         task.redacted()
     }
+}
+
+/// Runs backend reads off the bus's threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, AgentError> + Send + 'static,
+) -> Result<T, AgentError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| AgentError::Failed(format!("the MIG read failed: {e}")))?
 }
 
 /// One device object; its readings are refreshed by the sampler.

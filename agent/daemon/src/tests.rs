@@ -63,7 +63,13 @@ fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
 
 /// A daemon (engine + agent object) serving one peer; the client's proxy.
 async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
-    let (setup, _mock, notice_rx) = setup(dir);
+    let (proxy, server, _mock) = serve_mock(dir).await;
+    (proxy, server)
+}
+
+/// [`serve`], and the mock GPUs behind it.
+async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<MockBackend>) {
+    let (setup, mock, notice_rx) = setup(dir);
     let requests = Engine::channel();
     let engine = requests.0.clone();
     Engine::start(setup, requests).unwrap();
@@ -73,6 +79,7 @@ async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
         super::auth::Auth::new(nix::unistd::getuid().as_raw()),
         "fifo (built-in fallback)".into(),
         "mock:host.toml".into(),
+        super::mig::MigView::new(mock.clone()).unwrap(),
     );
     let server = connection::Builder::unix_stream(ours)
         .server(Guid::generate())
@@ -90,7 +97,7 @@ async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
         .build()
         .await
         .unwrap();
-    (proxy, server)
+    (proxy, server, mock)
 }
 
 /// (id, state) of every stored task, read beside the running daemon.
@@ -323,4 +330,78 @@ async fn requests_after_a_stop_in_the_same_round_are_refused() {
             "GPU {gpu} runs a task"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mig_layout_export_and_assert_read_the_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server, mock) = serve_mock(dir.path()).await;
+    // GPU 1: MIG on, 4g.20gb@0 and 3g.20gb@4, one full-size CI each.
+    mock.set_mig_mode(1, true).unwrap();
+    mock.reset_gpu(1).unwrap();
+    for (profile, start) in [(5, 0), (9, 4)] {
+        let gi = mock.create_gpu_instance(1, profile, start).unwrap();
+        let ci = mock.compute_instance_profiles(1, gi.id).unwrap();
+        let full = ci.iter().max_by_key(|p| p.slice_count).unwrap();
+        mock.create_compute_instance(1, gi.id, full.id).unwrap();
+    }
+    let off =
+        gpu_agent_dbus::MigLayout::from_dict(&agent.get_mig_layout(0).await.unwrap()).unwrap();
+    assert_eq!(
+        (
+            off.model.as_str(),
+            off.capable,
+            off.enabled,
+            off.state.as_str(),
+            off.instances.len()
+        ),
+        ("A100-SXM4-40GB", true, false, "stable", 0)
+    );
+    let on = gpu_agent_dbus::MigLayout::from_dict(&agent.get_mig_layout(1).await.unwrap()).unwrap();
+    let got: Vec<(&str, u32, u32)> = on
+        .instances
+        .iter()
+        .map(|i| (i.profile.as_str(), i.profile_id, i.start))
+        .collect();
+    assert_eq!(got, [("4g.20gb", 5, 0), ("3g.20gb", 9, 4)]);
+    assert!(on
+        .instances
+        .iter()
+        .all(|i| i.uuid.starts_with("MIG-") && i.memory_gb > 19.0));
+    assert_eq!(
+        error_name(agent.get_mig_layout(2).await.unwrap_err()),
+        "org.gpuagent.Agent1.Error.NoSuchDevice"
+    );
+
+    let exported = agent.export_mig_config("").await.unwrap();
+    assert_eq!(
+        exported,
+        "version: v1\nmig-configs:\n  current:\n  - devices: [0]\n    mig-enabled: false\n  - devices: [1]\n    mig-enabled: true\n    mig-devices: {4g.20gb: 1, 3g.20gb: 1}\n"
+    );
+    assert_eq!(
+        agent.assert_mig_config(&exported, "current").await.unwrap(),
+        (true, vec![])
+    );
+    let example = include_str!("../../../examples/mig-config.yaml");
+    assert_eq!(
+        agent.assert_mig_config(example, "balanced").await.unwrap(),
+        (
+            false,
+            vec![
+                "GPU 0: MIG mode is off, wanted on".to_string(),
+                "GPU 1: has 1× 4g.20gb, 1× 3g.20gb, wanted 1× 3g.20gb, 1× 2g.10gb, 2× 1g.5gb"
+                    .to_string()
+            ]
+        )
+    );
+    let e = agent
+        .assert_mig_config(
+            "version: v1\nmig-configs:\n  a:\n    - devices: [0, 5]\n      mig-enabled: false\n",
+            "",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error_name(e), "org.gpuagent.Agent1.Error.NoSuchDevice");
+    let e = agent.assert_mig_config("version: [", "").await.unwrap_err();
+    assert_eq!(error_name(e), "org.gpuagent.Agent1.Error.InvalidArgument");
 }

@@ -8,6 +8,7 @@
 mod args;
 mod device;
 mod metrics;
+mod mig;
 pub mod private_bus;
 mod task;
 
@@ -16,6 +17,7 @@ use zbus::{proxy, zvariant::OwnedValue};
 pub use args::{Arg, CallError};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
+pub use mig::{MigInstance, MigLayout};
 pub use task::{
     Dict, SubmitSpec, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S,
     REDACTED,
@@ -59,6 +61,11 @@ pub enum AgentError {
     ShuttingDown(String),
     /// The daemon could not do it (storage, executor); nothing changed.
     Failed(String),
+    /// No GPU has this index.
+    NoSuchDevice(String),
+    /// The GPU or the agent does not support the request (MIG on a GPU that
+    /// is not MIG-capable, compute-instance profiles).
+    NotSupported(String),
 }
 
 /// The agent (`org.gpuagent.Agent1` on the root object).
@@ -88,6 +95,13 @@ pub trait Agent1 {
     fn reload(&self) -> zbus::Result<Vec<String>>;
     /// formats.md §4 metrics over the finished tasks.
     fn metrics(&self) -> zbus::Result<std::collections::HashMap<String, OwnedValue>>;
+    /// One GPU's MIG state (see [`MigLayout`]).
+    fn get_mig_layout(&self, gpu: u32) -> zbus::Result<Dict>;
+    /// The host's MIG state as a mig-parted v1 file, one configuration `label`.
+    fn export_mig_config(&self, label: &str) -> zbus::Result<String>;
+    /// Whether the host is as configuration `name` of the v1 file `yaml` asks
+    /// (`""`: its only one); the differences.
+    fn assert_mig_config(&self, yaml: &str, name: &str) -> zbus::Result<(bool, Vec<String>)>;
     /// A task changed state.
     #[zbus(signal)]
     fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;

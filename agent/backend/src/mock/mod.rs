@@ -352,6 +352,8 @@ impl GpuBackend for MockBackend {
                     uuid: g.uuid.clone(),
                     name: g.model.nvml_name.to_string(),
                     pci_bus_id: format!("00000000:{:02X}:00.0", 0x10 + gpu),
+                    pci_device_id: g.model.pci_device_id,
+                    pci_subsystem_id: None,
                     architecture: Some(g.model.architecture.to_string()),
                     mig_capable: g.model.mig_capable(),
                 })

@@ -190,14 +190,16 @@ impl GpuBackend for NvmlBackend {
 
     fn device_info(&self, gpu: u32) -> Result<DeviceInfo> {
         let device = self.device(gpu)?;
+        let pci = device
+            .pci_info()
+            .map_err(on_gpu(gpu, "nvmlDeviceGetPciInfo_v3"))?;
         Ok(DeviceInfo {
             index: gpu,
             uuid: device.uuid().map_err(on_gpu(gpu, "nvmlDeviceGetUUID"))?,
             name: device.name().map_err(on_gpu(gpu, "nvmlDeviceGetName"))?,
-            pci_bus_id: device
-                .pci_info()
-                .map_err(on_gpu(gpu, "nvmlDeviceGetPciInfo_v3"))?
-                .bus_id,
+            pci_bus_id: pci.bus_id,
+            pci_device_id: pci.pci_device_id,
+            pci_subsystem_id: pci.pci_sub_system_id,
             architecture: architecture(&device, gpu)?,
             mig_capable: optional(mig_mode_of(&device, gpu))?.is_some(),
         })

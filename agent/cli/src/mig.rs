@@ -1,0 +1,288 @@
+//! `gpuctl mig`: MIG layouts in NVIDIA mig-parted's v1 format (mig.md §3, §6.2).
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Context, Result};
+use gpu_agent_dbus::{AgentError, MigLayout};
+use gpu_agent_migconfig::MigConfigFile;
+
+use crate::client::{block_on, BusArgs, Client};
+use crate::table::{Align, Table};
+use crate::{emit, emit_json};
+
+/// Show, export and check the GPUs' MIG layouts.
+///
+/// Configuration files are NVIDIA mig-parted's (`version: v1`), accepted
+/// unchanged: `devices` are the agent's GPU indices, a GPU may be selected by
+/// one entry only, and compute-instance profiles (`1c.3g.20gb`) are refused.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced"
+)]
+pub struct Args {
+    #[command(subcommand)]
+    command: MigCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum MigCommand {
+    Show(ShowArgs),
+    Export(ExportArgs),
+    Assert(AssertArgs),
+}
+
+/// Print each GPU's MIG mode and instances.
+#[derive(clap::Args)]
+struct ShowArgs {
+    /// Only this GPU.
+    #[arg(long, value_name = "N")]
+    gpu: Option<u32>,
+    /// Print a JSON array, one object per GPU.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Print the host's MIG layout as a mig-parted v1 file that `assert` accepts.
+///
+/// One configuration; GPUs of one model with equal mode and instances share
+/// an entry; `device-filter` only when the host mixes GPU models.
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value = "yaml")]
+    output: Format,
+    /// The configuration's name.
+    #[arg(short, long, default_value = "current")]
+    label: String,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+/// Check that the GPUs are as a configuration asks.
+///
+/// Exit status 0 when every GPU has the requested mode and, with MIG on,
+/// exactly the requested instances per profile, and every GPU is selected
+/// by some entry; 1 otherwise, with each difference on stderr.
+#[derive(clap::Args)]
+struct AssertArgs {
+    /// The v1 file (`-`: standard input).
+    #[arg(short, long, value_name = "FILE")]
+    file: PathBuf,
+    /// The configuration (may be left out when the file has only one).
+    #[arg(short, long, value_name = "NAME")]
+    config: Option<String>,
+    /// Only read the file and find the configuration; ask the daemon nothing.
+    #[arg(long)]
+    valid_config: bool,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Runs `gpuctl mig`.
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        MigCommand::Show(a) => show(a),
+        MigCommand::Export(a) => export(a),
+        MigCommand::Assert(a) => assert(a),
+    }
+}
+
+fn show(args: ShowArgs) -> Result<()> {
+    let layouts = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        let mut layouts = Vec::new();
+        let gpus: Box<dyn Iterator<Item = u32>> = match args.gpu {
+            Some(g) => Box::new(std::iter::once(g)),
+            None => Box::new(0..),
+        };
+        for gpu in gpus {
+            match client.agent.get_mig_layout(gpu).await {
+                Ok(d) => layouts.push(MigLayout::from_dict(&d).map_err(|e| anyhow!(e))?),
+                Err(zbus::Error::MethodError(name, _, _))
+                    if args.gpu.is_none() && name.as_str() == no_such_device() =>
+                {
+                    break
+                }
+                Err(e) => return Err(client.call(async { Err::<(), _>(e) }).await.unwrap_err()),
+            }
+        }
+        Ok(layouts)
+    })?;
+    if args.json {
+        return emit_json(&layouts);
+    }
+    emit(&show_text(&layouts))
+}
+
+fn no_such_device() -> String {
+    use zbus::DBusError;
+    AgentError::NoSuchDevice(String::new()).name().to_string()
+}
+
+/// What `gpuctl mig show` prints: a row per GPU, then its instances.
+fn show_text(layouts: &[MigLayout]) -> String {
+    let mut table = Table::with_header(&[
+        ("GPU", Align::Right),
+        ("MODEL", Align::Left),
+        ("MIG", Align::Left),
+        ("STATE", Align::Left),
+        ("INSTANCES", Align::Left),
+    ]);
+    for l in layouts {
+        let mode = match (l.capable, l.enabled) {
+            (false, _) => "n/a",
+            (true, true) => "on",
+            (true, false) => "off",
+        };
+        let instances: Vec<String> = l
+            .instances
+            .iter()
+            .map(|i| format!("{}@{}", i.profile, i.start))
+            .collect();
+        table.row(vec![
+            l.gpu.to_string(),
+            l.model.clone(),
+            mode.into(),
+            l.state.clone(),
+            if instances.is_empty() {
+                "-".into()
+            } else {
+                instances.join(" ")
+            },
+        ]);
+    }
+    let mut text = table.render();
+    for l in layouts.iter().filter(|l| !l.message.is_empty()) {
+        text.push_str(&format!("GPU {}: {}\n", l.gpu, l.message));
+    }
+    text
+}
+
+fn export(args: ExportArgs) -> Result<()> {
+    let yaml = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client
+            .call(client.agent.export_mig_config(&args.label))
+            .await
+    })?;
+    match args.output {
+        Format::Yaml => emit(&yaml),
+        Format::Json => {
+            let file = MigConfigFile::parse(&yaml)
+                .map_err(|e| anyhow!("the daemon's export does not read back: {e}"))?;
+            emit_json(&file)
+        }
+    }
+}
+
+/// Reads `path` (`-`: standard input).
+fn read(path: &PathBuf) -> Result<String> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read standard input")?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    }
+}
+
+fn assert(args: AssertArgs) -> Result<()> {
+    let yaml = read(&args.file)?;
+    let shown = args.file.display();
+    // Read here first: errors then name the file.
+    let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let config = file
+        .config(args.config.as_deref())
+        .map_err(|e| anyhow!("{shown}: {e}"))?
+        .name
+        .clone();
+    if args.valid_config {
+        return emit(&format!("{shown}: configuration {config} is valid\n"));
+    }
+    let (ok, mismatches) = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client
+            .call(client.agent.assert_mig_config(&yaml, &config))
+            .await
+    })
+    .map_err(|e| anyhow!("{shown}: {e:#}"))?;
+    if ok {
+        return emit(&format!("the GPUs are as configuration {config} asks\n"));
+    }
+    for m in &mismatches {
+        eprintln!("{m}");
+    }
+    bail!(
+        "the GPUs differ from configuration {config} in {} place(s)",
+        mismatches.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_dbus::MigInstance;
+
+    #[test]
+    fn show_lists_gpus_and_their_instances() {
+        let on = MigLayout {
+            gpu: 0,
+            model: "A100-SXM4-40GB".into(),
+            capable: true,
+            enabled: true,
+            pending: true,
+            state: "stable".into(),
+            message: String::new(),
+            instances: vec![MigInstance {
+                profile: "7g.40gb".into(),
+                profile_id: 0,
+                start: 0,
+                memory_gb: 39.25,
+                gpu_instance: 1,
+                compute_instance: 0,
+                uuid: "MIG-x".into(),
+            }],
+        };
+        let off = MigLayout {
+            gpu: 1,
+            model: "V100-SXM2-32GB".into(),
+            capable: false,
+            enabled: false,
+            pending: false,
+            state: "stable".into(),
+            message: String::new(),
+            instances: vec![],
+        };
+        let pending = MigLayout {
+            gpu: 2,
+            enabled: false,
+            state: "reset-required".into(),
+            message: "MIG mode turns on at the next GPU reset".into(),
+            instances: vec![],
+            ..on.clone()
+        };
+        let text = show_text(&[on, off, pending]);
+        let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+        assert_eq!(lines.len(), 5, "{text}");
+        assert!(
+            lines[1].ends_with("A100-SXM4-40GB  on   stable          7g.40gb@0"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("n/a") && lines[2].ends_with('-'),
+            "{text}"
+        );
+        assert_eq!(lines[4], "GPU 2: MIG mode turns on at the next GPU reset");
+    }
+}
