@@ -405,3 +405,91 @@ async fn mig_layout_export_and_assert_read_the_gpus() {
     let e = agent.assert_mig_config("version: [", "").await.unwrap_err();
     assert_eq!(error_name(e), "org.gpuagent.Agent1.Error.InvalidArgument");
 }
+
+/// Clears GPU `gpu` of the mock (compute, then GPU instances) and creates
+/// `layout`, one full-size compute instance per GPU instance.
+fn lay_out(mock: &MockBackend, gpu: u32, layout: &[gpu_agent_core::placement::Instance]) {
+    for gi in mock.gpu_instances(gpu).unwrap() {
+        for ci in mock.compute_instances(gpu, gi.id).unwrap() {
+            mock.destroy_compute_instance(gpu, gi.id, ci.id).unwrap();
+        }
+        mock.destroy_gpu_instance(gpu, gi.id).unwrap();
+    }
+    for i in layout {
+        let gi = mock
+            .create_gpu_instance(gpu, i.profile.id, i.start)
+            .unwrap();
+        let profiles = mock.compute_instance_profiles(gpu, gi.id).unwrap();
+        let full = profiles.iter().max_by_key(|p| p.slice_count).unwrap();
+        mock.create_compute_instance(gpu, gi.id, full.id).unwrap();
+    }
+}
+
+/// Every maximal A100-40GB layout over profiles 19, 14, 9, 5, 0 (mig.md
+/// §2.4: 19 layouts, 14 configurations), written as a v1 configuration,
+/// places by first-fit decreasing where the mock's driver rules accept it,
+/// and then asserts true through the agent.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_maximal_a100_layout_places_on_the_mock_and_asserts() {
+    use gpu_agent_core::{mig::A100_40GB, placement::Tree};
+    use gpu_agent_migconfig::{Config, Devices, Entry, MigConfigFile, Pos};
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server, mock) = serve_mock(dir.path()).await;
+    mock.set_mig_mode(0, true).unwrap();
+    mock.reset_gpu(0).unwrap();
+    let profiles: Vec<_> = [19, 14, 9, 5, 0]
+        .iter()
+        .map(|&id| A100_40GB.profile(id).unwrap())
+        .collect();
+    let layouts = Tree::new(&A100_40GB, &profiles).maximal_layouts();
+    assert_eq!(layouts.len(), 19);
+    let mut configurations = std::collections::BTreeSet::new();
+    for layout in &layouts {
+        let mut counts: Vec<(String, u32)> = Vec::new();
+        for i in layout {
+            match counts.iter_mut().find(|(n, _)| n == i.profile.name) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((i.profile.name.to_string(), 1)),
+            }
+        }
+        counts.sort();
+        configurations.insert(counts.clone());
+        let file = MigConfigFile {
+            configs: vec![Config {
+                name: "plan".into(),
+                pos: Pos::default(),
+                entries: vec![
+                    Entry::new(vec![], Devices::List(vec![0]), true, counts),
+                    Entry::new(vec![], Devices::List(vec![1]), false, vec![]),
+                ],
+            }],
+        };
+        let yaml = file.to_yaml();
+        let targets = gpu_agent_migconfig::resolve(
+            &MigConfigFile::parse(&yaml).unwrap(),
+            Some("plan"),
+            &host_gpus(),
+        )
+        .unwrap();
+        lay_out(&mock, 0, &targets[&0].layout);
+        assert_eq!(
+            agent.assert_mig_config(&yaml, "plan").await.unwrap(),
+            (true, vec![]),
+            "{yaml}"
+        );
+    }
+    assert_eq!(configurations.len(), 14);
+}
+
+/// [`HOST`]'s GPUs as a configuration sees them.
+fn host_gpus() -> Vec<gpu_agent_migconfig::HostGpu> {
+    (0..2)
+        .map(|index| gpu_agent_migconfig::HostGpu {
+            index,
+            model: "A100-SXM4-40GB".into(),
+            pci_id: Some(0x20B0_10DE),
+            pci_subsystem_id: None,
+            mig: Some(&gpu_agent_core::mig::A100_40GB),
+        })
+        .collect()
+}
