@@ -16,6 +16,7 @@ mod daemon_crash;
 mod daemon_errors;
 mod daemon_exec;
 mod daemon_mig;
+mod daemon_metrics;
 mod daemon_policy;
 mod daemon_reload;
 mod daemon_startup;

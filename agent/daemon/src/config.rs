@@ -44,6 +44,8 @@ pub struct Config {
     pub keep_tasks_on_stop: bool,
     /// Seconds between SIGTERM and SIGKILL when a task is cancelled.
     pub cancel_grace_s: f64,
+    /// Where `/metrics` is served (Prometheus); `None`: nowhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for Config {
@@ -58,6 +60,7 @@ impl Default for Config {
             apps: None,
             keep_tasks_on_stop: false,
             cancel_grace_s: 10.0,
+            metrics_listen: None,
         }
     }
 }
@@ -74,6 +77,7 @@ struct RawConfig {
     apps: Option<PathBuf>,
     keep_tasks_on_stop: Option<bool>,
     cancel_grace_s: Option<Spanned<f64>>,
+    metrics_listen: Option<Spanned<String>>,
 }
 
 /// Settings given on `gpu-agentd`'s command line; they override the file's.
@@ -202,8 +206,15 @@ impl Config {
     /// The keys a running daemon only reads at start: a change to them takes
     /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop` and
     /// `cancel_grace_s` take effect at `Reload`.)
-    pub const START_ONLY_KEYS: [&'static str; 6] =
-        ["policy", "state_dir", "mock", "bus", "time_scale", "apps"];
+    pub const START_ONLY_KEYS: [&'static str; 7] = [
+        "policy",
+        "state_dir",
+        "mock",
+        "bus",
+        "time_scale",
+        "apps",
+        "metrics_listen",
+    ];
 
     /// The keys of [`Config::START_ONLY_KEYS`] whose values differ in `other`.
     pub fn start_only_changes(&self, other: &Config) -> Vec<&'static str> {
@@ -214,6 +225,7 @@ impl Config {
             self.bus != other.bus,
             self.time_scale != other.time_scale,
             self.apps != other.apps,
+            self.metrics_listen != other.metrics_listen,
         ];
         Config::START_ONLY_KEYS
             .into_iter()
@@ -248,8 +260,25 @@ impl Config {
                 ))
             }
         };
+        let metrics_listen = raw
+            .metrics_listen
+            .map(|v| {
+                v.get_ref().parse().map_err(|_| {
+                    InputError::at(
+                        path,
+                        Some(line_of(text, v.span().start)),
+                        Some("metrics_listen".into()),
+                        format!(
+                            "expected an address and port such as \"127.0.0.1:9464\", got {:?}",
+                            v.get_ref()
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
         let d = Config::default();
         Ok(Config {
+            metrics_listen,
             policy: raw.policy,
             plugin_dir: raw.plugin_dir.map(anchor),
             state_dir: raw.state_dir.map_or(d.state_dir, anchor),
@@ -279,7 +308,7 @@ mod tests {
     fn every_key_reads_and_relative_paths_anchor_at_the_file() {
         let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
                     mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
-                    keep_tasks_on_stop = true\ncancel_grace_s = 0\n";
+                    keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n";
         let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
         assert_eq!(
             c,
@@ -293,7 +322,14 @@ mod tests {
                 apps: Some("/etc/apps.toml".into()),
                 keep_tasks_on_stop: true,
                 cancel_grace_s: 0.0,
+                metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
             }
+        );
+        assert_eq!(
+            Config::parse(Path::new("a.toml"), "\nmetrics_listen = \"localhost\"\n")
+                .unwrap_err()
+                .to_string(),
+            "a.toml:2: metrics_listen: expected an address and port such as \"127.0.0.1:9464\", got \"localhost\""
         );
         assert_eq!(
             Config::parse(Path::new("a.toml"), "").unwrap(),
@@ -374,6 +410,7 @@ mod tests {
             bus: Bus::Session,
             time_scale: 3.0,
             apps: Some("a".into()),
+            metrics_listen: Some("[::1]:9464".parse().unwrap()),
             ..Config::default()
         };
         assert_eq!(running.start_only_changes(&every), Config::START_ONLY_KEYS);

@@ -12,6 +12,7 @@ pub mod early_signals;
 pub mod engine;
 pub mod exec;
 pub mod mig;
+pub mod exporter;
 pub mod service;
 pub mod store;
 mod supervise;
@@ -68,6 +69,14 @@ pub enum DaemonError {
         name: String,
         /// The catalogue's NVML names.
         known: String,
+    },
+    /// The metrics address cannot be bound.
+    #[error("metrics_listen {addr}: cannot listen: {reason}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        reason: String,
     },
     /// The bus cannot be reached, or the name is taken.
     #[error("cannot serve {BUS_NAME} on the {bus} bus: {source}")]
@@ -143,13 +152,27 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         bus: bus_name,
         source: Box::new(source),
     };
+    let telemetry = exporter::Telemetry::default();
     let agent = AgentService::new(
         engine.clone(),
         auth::Auth::new(nix::unistd::getuid().as_raw()),
         policy_name,
         backend_name,
         MigView::new(backend.clone())?,
-    );
+    )
+    .time_submits(telemetry.submit_seconds.clone());
+    // Bound before anything starts, so that a taken port refuses the start.
+    let metrics_listener = match cfg.metrics_listen {
+        Some(addr) => Some(
+            exporter::bind(addr)
+                .await
+                .map_err(|e| DaemonError::Metrics {
+                    addr,
+                    reason: e.to_string(),
+                })?,
+        ),
+        None => None,
+    };
     let builder = match cfg.bus {
         Bus::System => connection::Builder::system(),
         Bus::Session => connection::Builder::session(),
@@ -188,11 +211,24 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             source: options.source.clone(),
             notices,
             rt: tokio::runtime::Handle::current(),
+            telemetry: telemetry.clone(),
         },
         requests,
     )?;
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
     let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
+    let metrics = metrics_listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            log::info!("serving Prometheus metrics at http://{addr}/metrics");
+        }
+        tokio::spawn(exporter::serve(
+            listener,
+            backend.clone(),
+            devices.clone(),
+            engine.clone(),
+            telemetry,
+        ))
+    });
     let sampler = tokio::spawn(devices::sample(backend, devices, objects));
     let watchdog = supervise::ready(engine.clone());
     log::info!("serving {BUS_NAME} on the {bus_name} bus");
@@ -209,6 +245,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
     sampler.abort();
     hangups.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     if let Some(w) = watchdog {
         w.abort();
     }

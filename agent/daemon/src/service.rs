@@ -26,6 +26,8 @@ pub struct AgentService {
     version: String,
     backend: String,
     mig: MigView,
+    /// Where `Submit` times go (`/metrics`), if anywhere.
+    submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl AgentService {
@@ -44,7 +46,17 @@ impl AgentService {
             version: env!("CARGO_PKG_VERSION").into(),
             backend,
             mig,
+            submit_seconds: None,
         }
+    }
+
+    /// Records how long each `Submit` takes in `histogram`.
+    pub fn time_submits(
+        mut self,
+        histogram: prometheus_client::metrics::histogram::Histogram,
+    ) -> AgentService {
+        self.submit_seconds = Some(histogram);
+        self
     }
 
     /// Records the active policy (the engine's notice), for the property.
@@ -57,6 +69,26 @@ impl AgentService {
         let (tx, rx) = oneshot::channel();
         self.engine.send(request(tx)).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+
+    /// `Submit` itself: checks the caller and the spec, then queues.
+    async fn submit_spec(
+        &self,
+        spec: Arg<HashMap<String, OwnedValue>>,
+        conn: &Connection,
+        header: &Header<'_>,
+    ) -> Result<String, CallError> {
+        let spec = spec.get()?;
+        let roles = self.roles(conn, header).await?;
+        roles.require_member("submit tasks")?;
+        let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
+        Ok(self
+            .ask(|reply| Request::Submit {
+                owner: roles.uid,
+                spec,
+                reply,
+            })
+            .await?)
     }
 
     async fn roles(&self, conn: &Connection, header: &Header<'_>) -> Result<Roles, AgentError> {
@@ -73,17 +105,12 @@ impl AgentService {
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
     ) -> Result<String, CallError> {
-        let spec = spec.get()?;
-        let roles = self.roles(conn, &header).await?;
-        roles.require_member("submit tasks")?;
-        let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
-        Ok(self
-            .ask(|reply| Request::Submit {
-                owner: roles.uid,
-                spec,
-                reply,
-            })
-            .await?)
+        let start = std::time::Instant::now();
+        let result = self.submit_spec(spec, conn, &header).await;
+        if let Some(h) = &self.submit_seconds {
+            h.observe(start.elapsed().as_secs_f64());
+        }
+        result
     }
 
     /// Cancels a queued or running task (its owner's, or any for an admin).
@@ -104,7 +131,6 @@ impl AgentService {
             .ask(|reply| Request::Cancel { id, caller, reply })
             .await?)
     }
-
     /// One task's dictionary (its secrets only for its owner and admins).
     async fn get_task(
         &self,

@@ -57,6 +57,7 @@ fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
         },
         notices,
         rt: tokio::runtime::Handle::current(),
+        telemetry: Default::default(),
     };
     (setup, mock, notice_rx)
 }

@@ -87,6 +87,7 @@ impl Engine {
                     }
                 }
                 Action::PolicyFault { policy, reason } => {
+                    self.telemetry.policy_faults.inc();
                     log::warn!(
                         "policy {policy} failed: {reason}; continuing with the built-in FIFO order"
                     );
@@ -137,9 +138,8 @@ impl Engine {
         };
         self.end(key, state, reason, round);
         if !self.stopping {
-            let actions = self
-                .core
-                .handle(self.time.model_now(), Input::Finished { task: key, ok });
+            let now = self.time.model_now();
+            let actions = self.decide(|core| core.handle(now, Input::Finished { task: key, ok }));
             self.apply(actions, round);
         }
     }

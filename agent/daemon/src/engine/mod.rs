@@ -38,6 +38,7 @@ use tokio::sync::{mpsc::UnboundedSender, oneshot};
 use super::config::{Config, Source};
 use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
+use crate::exporter::Telemetry;
 use executor::{Executor, MockLoad};
 use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::agenda::Agenda;
@@ -139,6 +140,11 @@ pub enum Request {
         /// Why.
         reason: String,
     },
+    /// Counts for `/metrics`.
+    Census {
+        /// Answered at once.
+        reply: oneshot::Sender<Census>,
+    },
     /// The watchdog's heartbeat: answered once the round that took it has
     /// been stored, so an answer means the engine thread is making progress.
     Heartbeat {
@@ -204,6 +210,21 @@ pub struct Setup {
     pub notices: UnboundedSender<Notice>,
     /// The runtime processes are awaited on.
     pub rt: tokio::runtime::Handle,
+    /// Where decision times and policy faults are counted (`/metrics`).
+    pub telemetry: Telemetry,
+}
+
+/// The engine's counts for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct Census {
+    /// Tasks by state, every state listed.
+    pub tasks: Vec<(TaskStatus, usize)>,
+    /// Tasks in the central pending queue.
+    pub pending: usize,
+    /// Tasks in the devices' local queues.
+    pub local: usize,
+    /// Per device: whether a task runs on it.
+    pub busy: Vec<bool>,
 }
 
 /// Why the engine could not start.
@@ -330,6 +351,7 @@ pub struct Engine {
     /// hangs for good when a task of that name is submitted, as a policy or
     /// a driver call that never returns would make it.
     hang_on: Option<String>,
+    telemetry: Telemetry,
 }
 
 impl Engine {
@@ -387,6 +409,7 @@ impl Engine {
             tokens: ClientTokens::default(),
             kill_after_store: std::env::var("GPU_AGENT_TEST_KILL_AFTER_STORE").ok(),
             hang_on: std::env::var("GPU_AGENT_TEST_HANG_ON").ok(),
+            telemetry: setup.telemetry,
         };
         let now_unix = engine.time.unix_now();
         for task in &stored {
@@ -457,7 +480,7 @@ impl Engine {
             timer = true;
         }
         if timer && !self.stopping {
-            let actions = self.core.handle(now, gpu_agent_core::Input::Timer);
+            let actions = self.decide(|core| core.handle(now, gpu_agent_core::Input::Timer));
             self.apply(actions, round);
         }
     }
@@ -551,11 +574,49 @@ impl Engine {
 
     /// Hands the core the task just admitted to the table under `key`.
     fn submit(&mut self, key: TaskKey, spec: TaskSpec, round: &mut Round) {
-        let (core_key, actions) = self.core.submit(self.time.model_now(), spec);
+        let now = self.time.model_now();
+        let (core_key, actions) = self.decide(|core| core.submit(now, spec));
         // Both number tasks from 0 in the order they are given them, and
         // every admission is followed by this submission.
         debug_assert_eq!(key, core_key, "engine and core number tasks alike");
         self.apply(actions, round);
+    }
+
+    /// Runs `call` on the core, timing it for `/metrics`.
+    fn decide<T>(&mut self, call: impl FnOnce(&mut Core) -> T) -> T {
+        let start = std::time::Instant::now();
+        let result = call(&mut self.core);
+        self.telemetry
+            .decision_seconds
+            .observe(start.elapsed().as_secs_f64());
+        result
+    }
+
+    /// The counts `/metrics` shows.
+    fn census(&self) -> Census {
+        let mut by_state: HashMap<TaskStatus, usize> = HashMap::new();
+        let mut busy = vec![false; self.devices.len()];
+        for (task, key) in self.tasks.iter() {
+            let task = self.view(task, key);
+            *by_state.entry(task.state).or_default() += 1;
+            if task.state == TaskStatus::Running {
+                for &d in &task.devices {
+                    if let Some(b) = busy.get_mut(d as usize) {
+                        *b = true;
+                    }
+                }
+            }
+        }
+        let pending = self.core.pending().len();
+        Census {
+            tasks: TaskStatus::ALL
+                .iter()
+                .map(|s| (*s, by_state.get(s).copied().unwrap_or(0)))
+                .collect(),
+            pending,
+            local: by_state.get(&TaskStatus::Assigned).copied().unwrap_or(0),
+            busy,
+        }
     }
 
     /// The DVFS profile `name`, or the built-in default.

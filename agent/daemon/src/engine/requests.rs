@@ -115,6 +115,9 @@ impl Engine {
                 }
             }
             Request::Heartbeat { reply } => round.answer(reply, ()),
+            Request::Census { reply } => {
+                let _ = reply.send(self.census());
+            }
             Request::Stop { reply } => {
                 self.stop(round);
                 round.answer(reply, ());

@@ -1,0 +1,388 @@
+//! Prometheus metrics: `/metrics` on `metrics_listen` (off unless set), in
+//! the OpenMetrics text format that Prometheus scrapes, through the
+//! Prometheus project's Rust client (`prometheus-client`).
+//!
+//! Every scrape reads the GPUs through the backend and asks the engine for
+//! its task counts, so readings are never older than the scrape; the
+//! histograms and counters ([`Telemetry`]) are kept by the parts that see the
+//! events (the bus service times `Submit`, the engine times the policy's
+//! decisions and counts its faults). Names follow Prometheus conventions:
+//! the `gpu_agent_` prefix, base units as suffixes, `_total` counters. See
+//! docs/metrics.md.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::devices;
+use crate::engine::{Census, Request};
+use gpu_agent_backend::GpuBackend;
+use gpu_agent_core::host::DeviceSpec;
+
+/// The histograms and counters kept between scrapes.
+#[derive(Clone)]
+pub struct Telemetry {
+    /// Time from a `Submit` call to its answer, seconds.
+    pub submit_seconds: Histogram,
+    /// Time the core (and the policy in it) takes per event, seconds.
+    pub decision_seconds: Histogram,
+    /// Policy faults (each switches to the built-in FIFO).
+    pub policy_faults: Counter,
+}
+
+impl Default for Telemetry {
+    fn default() -> Telemetry {
+        Telemetry {
+            // 50 µs .. ~1.6 s.
+            submit_seconds: Histogram::new(exponential_buckets(5e-5, 2.0, 16)),
+            // 1 µs .. ~33 ms.
+            decision_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 16)),
+            policy_faults: Counter::default(),
+        }
+    }
+}
+
+type Labels = Vec<(String, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// What one scrape shows, in the text format.
+pub fn render(
+    backend: &dyn GpuBackend,
+    specs: &[DeviceSpec],
+    census: &Census,
+    telemetry: &Telemetry,
+) -> String {
+    let mut registry = Registry::with_prefix("gpu_agent");
+    let gauge = |registry: &mut Registry, name: &str, help: &str, unit: Option<Unit>| {
+        let family = Family::<Labels, FloatGauge>::default();
+        match unit {
+            Some(unit) => registry.register_with_unit(name, help, unit, family.clone()),
+            None => registry.register(name, help, family.clone()),
+        }
+        family
+    };
+    let power = gauge(
+        &mut registry,
+        "gpu_power",
+        "Power draw",
+        Some(Unit::Other("watts".into())),
+    );
+    let energy = gauge(
+        &mut registry,
+        "gpu_energy",
+        "Energy counter of the GPU since its driver loaded",
+        Some(Unit::Joules),
+    );
+    let core_clock = gauge(
+        &mut registry,
+        "gpu_core_clock",
+        "Current core (SM) clock",
+        Some(Unit::Other("hertz".into())),
+    );
+    let mem_clock = gauge(
+        &mut registry,
+        "gpu_memory_clock",
+        "Current memory clock",
+        Some(Unit::Other("hertz".into())),
+    );
+    let utilization = gauge(
+        &mut registry,
+        "gpu_utilization",
+        "Share of the last sample period a kernel ran",
+        Some(Unit::Other("ratio".into())),
+    );
+    let memory = gauge(
+        &mut registry,
+        "gpu_memory",
+        "Memory of the GPU",
+        Some(Unit::Bytes),
+    );
+    let busy = gauge(
+        &mut registry,
+        "gpu_busy",
+        "1 while a task runs on the GPU",
+        None,
+    );
+    for spec in specs {
+        let status = devices::read(backend, spec, String::new());
+        let labels: Labels = vec![
+            ("gpu".into(), spec.index.to_string()),
+            ("uuid".into(), status.uuid.clone()),
+            ("model".into(), status.name.clone()),
+        ];
+        // A reading the GPU does not give is left out, not shown as 0.
+        let set = |family: &Family<Labels, FloatGauge>, x: f64| {
+            if x.is_finite() {
+                family.get_or_create(&labels).set(x);
+            }
+        };
+        set(&power, status.power_w);
+        set(&energy, status.energy_j);
+        if status.core_clock_mhz > 0 {
+            set(&core_clock, f64::from(status.core_clock_mhz) * 1e6);
+        }
+        if status.mem_clock_mhz > 0 {
+            set(&mem_clock, f64::from(status.mem_clock_mhz) * 1e6);
+        }
+        set(&utilization, status.utilization);
+        set(&memory, status.memory_gb * 1e9);
+        let running = census
+            .busy
+            .get(spec.index as usize)
+            .copied()
+            .unwrap_or(false);
+        set(&busy, if running { 1.0 } else { 0.0 });
+    }
+    let tasks = gauge(&mut registry, "tasks", "Tasks by state", None);
+    for (state, n) in &census.tasks {
+        tasks
+            .get_or_create(&vec![("state".into(), state.to_string())])
+            .set(*n as f64);
+    }
+    let queues = gauge(
+        &mut registry,
+        "queue_length",
+        "Tasks waiting: in the central pending queue, or in the GPUs' local queues",
+        None,
+    );
+    queues
+        .get_or_create(&vec![("queue".into(), "pending".into())])
+        .set(census.pending as f64);
+    queues
+        .get_or_create(&vec![("queue".into(), "local".into())])
+        .set(census.local as f64);
+    registry.register_with_unit(
+        "submit_duration",
+        "Time from a Submit call to its answer (stored)",
+        Unit::Seconds,
+        telemetry.submit_seconds.clone(),
+    );
+    registry.register_with_unit(
+        "policy_decision_duration",
+        "Time the scheduler core and its policy take per event",
+        Unit::Seconds,
+        telemetry.decision_seconds.clone(),
+    );
+    registry.register(
+        "policy_faults",
+        "Policy faults (each switches to the built-in FIFO order)",
+        telemetry.policy_faults.clone(),
+    );
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("writing to a String cannot fail");
+    text
+}
+
+/// `text` (OpenMetrics, as [`render`] writes it) in the classic Prometheus
+/// text format (0.0.4), for scrapers that do not ask for OpenMetrics
+/// (`promtool check metrics`, curl): without the `# UNIT` and `# EOF` lines,
+/// and with a counter's `HELP` and `TYPE` under its sample's `_total` name.
+pub fn classic(text: &str) -> String {
+    let counters: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+            let rest = line.strip_prefix(tag)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(&name)
+                .then(|| format!("{tag}{name}_total {tail}"))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// Serves `/metrics` on `addr` until the task is aborted.
+pub async fn serve(
+    listener: TcpListener,
+    backend: Arc<dyn GpuBackend>,
+    specs: Vec<DeviceSpec>,
+    engine: mpsc::Sender<Request>,
+    telemetry: Telemetry,
+) {
+    loop {
+        let (mut stream, peer) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                log::warn!("metrics: cannot accept a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (backend, specs, engine, telemetry) = (
+            backend.clone(),
+            specs.clone(),
+            engine.clone(),
+            telemetry.clone(),
+        );
+        tokio::spawn(async move {
+            let answer = async {
+                let (path, openmetrics) = read_request(&mut stream).await?;
+                let response = if path.as_deref() == Some("/metrics") {
+                    let census = census(&engine).await;
+                    let body = match census {
+                        Some(census) => tokio::task::spawn_blocking(move || {
+                            render(&*backend, &specs, &census, &telemetry)
+                        })
+                        .await
+                        .ok(),
+                        None => None,
+                    };
+                    match body {
+                        Some(body) if openmetrics => response(
+                            "200 OK",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            &body,
+                        ),
+                        Some(body) => response(
+                            "200 OK",
+                            "text/plain; version=0.0.4; charset=utf-8",
+                            &classic(&body),
+                        ),
+                        None => response(
+                            "503 Service Unavailable",
+                            "text/plain",
+                            "the engine is not answering\n",
+                        ),
+                    }
+                } else {
+                    response(
+                        "404 Not Found",
+                        "text/plain",
+                        "only /metrics is served here\n",
+                    )
+                };
+                stream.write_all(response.as_bytes()).await?;
+                stream.shutdown().await
+            };
+            if let Err(e) = tokio::time::timeout(Duration::from_secs(10), answer)
+                .await
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+            {
+                log::debug!("metrics: {peer}: {e}");
+            }
+        });
+    }
+}
+
+/// Binds `addr` for [`serve`].
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// The engine's counts, or `None` when it does not answer in 5 s.
+async fn census(engine: &mpsc::Sender<Request>) -> Option<Census> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    engine.send(Request::Census { reply }).ok()?;
+    tokio::time::timeout(Duration::from_secs(5), answer)
+        .await
+        .ok()?
+        .ok()
+}
+
+/// The path of a `GET` request (`None` for another method), and whether it
+/// accepts OpenMetrics.
+async fn read_request(
+    stream: &mut tokio::net::TcpStream,
+) -> std::io::Result<(Option<String>, bool)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 || buf.len() > 16 * 1024 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let mut words = text.lines().next().unwrap_or("").split_whitespace();
+    let path = match (words.next(), words.next()) {
+        (Some("GET"), Some(target)) => Some(target.split('?').next().unwrap_or("").to_string()),
+        _ => None,
+    };
+    let openmetrics = text.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("accept:") && l.contains("application/openmetrics-text")
+    });
+    Ok((path, openmetrics))
+}
+
+fn response(status: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_text_names_counters_by_their_samples() {
+        let om = "# HELP a_faults Faults.\n# TYPE a_faults counter\na_faults_total 2\n\
+                  # HELP a_power_watts Power.\n# TYPE a_power_watts gauge\n# UNIT a_power_watts watts\n\
+                  a_power_watts 3.0\n# EOF\n";
+        assert_eq!(
+            classic(om),
+            "# HELP a_faults_total Faults.\n# TYPE a_faults_total counter\na_faults_total 2\n\
+             # HELP a_power_watts Power.\n# TYPE a_power_watts gauge\na_power_watts 3.0\n"
+        );
+    }
+
+    #[test]
+    fn a_scrape_of_the_mock_shows_every_family() {
+        let host = gpu_agent_core::host::Host {
+            devices: vec![gpu_agent_core::host::DeviceSpec {
+                index: 0,
+                model: gpu_agent_core::catalogue::lookup("T4").unwrap(),
+                memory_gb: 16.0,
+                speed: 1.0,
+                cost_per_hour: 0.0,
+            }],
+        };
+        let clock = Arc::new(gpu_agent_backend::mock::VirtualClock::new());
+        let mock = gpu_agent_backend::mock::MockBackend::new(&host, clock);
+        let telemetry = Telemetry::default();
+        telemetry.policy_faults.inc();
+        telemetry.submit_seconds.observe(0.002);
+        let census = Census {
+            tasks: vec![(gpu_agent_dbus::TaskStatus::Running, 1)],
+            pending: 2,
+            local: 3,
+            busy: vec![true],
+        };
+        let text = classic(&render(&mock, &host.devices, &census, &telemetry));
+        for line in [
+            "# TYPE gpu_agent_gpu_power_watts gauge",
+            "gpu_agent_gpu_memory_bytes{gpu=\"0\",",
+            "gpu_agent_gpu_busy{gpu=\"0\",",
+            "gpu_agent_tasks{state=\"running\"} 1.0",
+            "gpu_agent_queue_length{queue=\"pending\"} 2.0",
+            "gpu_agent_queue_length{queue=\"local\"} 3.0",
+            "gpu_agent_submit_duration_seconds_count 1",
+            "# TYPE gpu_agent_policy_faults_total counter",
+            "gpu_agent_policy_faults_total 1",
+            "gpu_agent_policy_decision_duration_seconds_count 0",
+        ] {
+            assert!(text.contains(line), "{line} not in:\n{text}");
+        }
+    }
+}
