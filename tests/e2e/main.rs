@@ -26,6 +26,7 @@ mod harness;
 mod import;
 mod inspect;
 mod layers;
+mod mig_plan;
 mod plugin_loading;
 mod sa_greedy;
 mod sos;

@@ -8,6 +8,7 @@ mod dvfs;
 mod dvfs_paper;
 mod inspect;
 mod mig;
+mod mig_plan;
 mod plot;
 mod simulate;
 mod submit;

@@ -11,14 +11,14 @@ use crate::client::{block_on, BusArgs, Client};
 use crate::table::{Align, Table};
 use crate::{emit, emit_json};
 
-/// Show, export and check the GPUs' MIG layouts.
+/// Show, export and check the GPUs' MIG layouts; plan them.
 ///
 /// Configuration files are NVIDIA mig-parted's (`version: v1`), accepted
 /// unchanged: `devices` are the agent's GPU indices, a GPU may be selected by
 /// one entry only, and compute-instance profiles (`1c.3g.20gb`) are refused.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced"
+    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -30,6 +30,7 @@ enum MigCommand {
     Show(ShowArgs),
     Export(ExportArgs),
     Assert(AssertArgs),
+    Plan(crate::mig_plan::PlanArgs),
 }
 
 /// Print each GPU's MIG mode and instances.
@@ -93,6 +94,7 @@ pub fn run(args: Args) -> Result<()> {
         MigCommand::Show(a) => show(a),
         MigCommand::Export(a) => export(a),
         MigCommand::Assert(a) => assert(a),
+        MigCommand::Plan(a) => crate::mig_plan::plan(a),
     }
 }
 
