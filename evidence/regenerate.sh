@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates evidence/report.md and its SVG charts: every shipped policy on
 # (a) random heterogeneous instances, (b) a slice of the Alibaba GPU trace and
-# (c) the published SOS workload, through `gpuctl simulate`.
+# (c) the published SOS workload, through `gpuctl simulate`; (d) MIG plans
+# of random instances and the worked example, through `gpuctl mig plan`.
 #
 #   evidence/regenerate.sh            # from the repository root or anywhere
 #
@@ -68,6 +69,9 @@ if [ -f "$SHARED/sos/sim_5_machines.txt" ]; then
     compare sos "$work/sos.toml" "$work/sos.csv" 1 \
         --param sos:alpha=0.6 --param sa-greedy:iterations=10
 fi
+
+say "MIG planning: random instances and the worked example"
+python3 "$OUT/mig_plan.py" "$GPUCTL" "$work" "$work/mig-plan.md"
 
 say "writing $OUT/report.md"
 python3 "$OUT/report.py" "$work" "$OUT/report.md" "${SEEDS[*]}" "${ALIBABA_SLICE[*]}" "$REPEAT"

@@ -166,6 +166,11 @@ def main():
                 "implementations seconds to tens of seconds.\n"
             )
 
+    mig = os.path.join(work, "mig-plan.md")
+    if os.path.exists(mig):
+        with open(mig) as f:
+            w(f.read())
+
     with open(report, "w") as f:
         f.write("\n".join(out))
 
