@@ -21,6 +21,7 @@ mod daemon_policy;
 mod daemon_reload;
 mod daemon_startup;
 mod demo;
+mod dvfs;
 mod edf_hier;
 mod harness;
 mod import;
