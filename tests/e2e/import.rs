@@ -14,7 +14,7 @@ const SOS: &str = "sos/sim_5_machines.txt";
 
 /// `rel` under the shared data directory (`../shared/data` beside the
 /// workspace), or `None`, said on stderr, when this checkout has none.
-fn shared(rel: &str) -> Option<String> {
+pub fn shared(rel: &str) -> Option<String> {
     let path: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data")
         .join(rel);

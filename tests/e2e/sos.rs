@@ -1,7 +1,13 @@
-//! `sos` through the real `gpuctl simulate`: a hand-computed instance on two
-//! unrelated devices, and its `alpha` parameter.
+//! `sos` through the real `gpuctl simulate`: the published workload decided
+//! job for job as the published software baseline decides it (`model =
+//! baseline`), a hand-computed instance of the paper's rule on two unrelated
+//! devices (`model = paper`), and the `alpha` parameter.
 
-use crate::harness::{failure, success, Sim, SOS};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use crate::harness::{failure, gpuctl, success, write, Sim, SOS};
+use crate::import::shared;
 
 // Two equal devices; the trace's `runtimes` make them unrelated.
 const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1\n";
@@ -11,7 +17,15 @@ const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1\n"
 fn simulate(trace: &str, args: &[&str]) -> (serde_json::Value, Vec<String>) {
     let sim = Sim::new(&[SOS], HOST, trace);
     let schedule = sim.path("schedule.csv");
-    let mut all = vec!["--policy", "sos", "--json", "--schedule", &schedule];
+    let mut all = vec![
+        "--policy",
+        "sos",
+        "--param",
+        "model=paper",
+        "--json",
+        "--schedule",
+        &schedule,
+    ];
     all.extend_from_slice(args);
     let metrics = serde_json::from_str(&success(&sim.run(&all))).unwrap();
     let rows = std::fs::read_to_string(schedule)
@@ -82,5 +96,118 @@ fn alpha_sets_how_long_a_task_stays_virtual() {
     assert!(
         err.contains("policy sos: alpha: expected a number in (0, 1], got \"0\""),
         "{err}"
+    );
+    let err = failure(&sim.run(&["--policy", "sos", "--param", "model=hardware"]));
+    assert!(
+        err.contains("policy sos: model: expected one of baseline, paper, got \"hardware\""),
+        "{err}"
+    );
+}
+
+/// The published workload as the baseline program reads it. Its reader
+/// (`ext_mem_host.cpp`) takes the file's first line for a header and reads
+/// 100 batches of 100 lines, so it schedules lines 2 to 10,000 and then,
+/// reading past the end, a 10,000th job made of the last number it read
+/// (release tick 10561, as `uint8_t` 65: weight 65, every p_i 65). That job
+/// is written here with alpha_i = floor(0.6 * 65) = 39, as the importer
+/// requires; the baseline's 65 only changes when it leaves, after every
+/// decision.
+fn as_the_baseline_reads(workload: &str) -> String {
+    let mut text: String = workload.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    text.push_str("65 65 65 65 65 65 39 39 39 39 39 10561\n");
+    text
+}
+
+/// sha256 of `text`, by the system's `sha256sum`.
+fn sha256(text: &str) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run sha256sum");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()[..64].to_string()
+}
+
+#[test]
+fn sos_sends_every_published_job_where_the_baseline_does() {
+    let Some(path) = shared("sos/sim_5_machines.txt") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(
+        dir.path(),
+        "jobs.txt",
+        &as_the_baseline_reads(&std::fs::read_to_string(path).unwrap()),
+    );
+    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (host, trace, schedule) = (at("host.toml"), at("trace.csv"), at("schedule.csv"));
+    success(&gpuctl(&[
+        "trace",
+        "import",
+        "sos",
+        &input,
+        "--out-host",
+        &host,
+        "--out-trace",
+        &trace,
+    ]));
+    let plugins = crate::harness::plugin_dir(&[SOS]);
+    success(&gpuctl(&[
+        "simulate",
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--policy",
+        "sos",
+        "--param",
+        "sos:alpha=0.6",
+        "--schedule",
+        &schedule,
+        "--json",
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
+    ]));
+    // Job jN (line N of the input) → its device, in input order.
+    let mut machine = vec![None; 10_000];
+    for row in std::fs::read_to_string(&schedule).unwrap().lines().skip(1) {
+        let mut cols = row.split(',');
+        let (id, gpu) = (cols.next().unwrap(), cols.next().unwrap());
+        let n: usize = id.strip_prefix('j').unwrap().parse().unwrap();
+        assert!(
+            machine[n - 1].replace(gpu.to_string()).is_none(),
+            "{id} twice"
+        );
+    }
+    let machine: Vec<String> = machine
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| m.unwrap_or_else(|| panic!("j{} never ran", i + 1)))
+        .collect();
+    let counts: Vec<usize> = (0..5)
+        .map(|d| machine.iter().filter(|m| **m == d.to_string()).count())
+        .collect();
+    assert_eq!(counts, [1973, 1402, 2664, 2391, 1570]);
+    // The baseline's own list, made outside this project from
+    // achieve-lab/TRETS_Software_SOS_Implementation (commit 250f5cb),
+    // c_scheduler, unmodified:
+    //   g++ -O2 -o sos ext_mem_host.cpp ext_mem_interface.cpp scheduler.cpp \
+    //       cost_calculator.cpp job_info_update.cpp virtual_fifo.cpp
+    //   ./sos sim_5_machines.txt out.txt
+    //   head -n 10000 out.txt | awk '{print $2}' | sha256sum
+    // (out.txt: one line per job in input order, `release machine popped_tick
+    // p`, then the per-machine counts.)
+    let list: String = machine.iter().map(|m| format!("{m}\n")).collect();
+    assert_eq!(
+        sha256(&list),
+        "38ad66145a02c0e3678e13038be7187053250cc5c03f3d8f878ad191f8d104df"
     );
 }

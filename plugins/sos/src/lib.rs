@@ -1,7 +1,17 @@
 //! `sos`: stochastic online scheduling on unrelated devices by alpha-point
 //! WSPT virtual schedules (Megow, Uetz, Vredeveld, "Models and algorithms for
 //! stochastic online scheduling", Mathematics of Operations Research 31(3),
-//! 2006).
+//! 2006), in two readings, as parameter `model` picks:
+//!
+//! - `baseline` (the default): as the published SOS software scheduler
+//!   (achieve-lab/TRETS_Software_SOS_Implementation, `c_scheduler`) decides,
+//!   tick by tick in its integer arithmetic, with its capacity of 10 tasks per
+//!   virtual schedule, its tie rules and its batches ([`Baseline`]; the state
+//!   machine is `ticks`). On the published workload it sends every job where
+//!   that program does.
+//! - `paper`: the paper's rule in real time, described below ([`Sos`]).
+//!
+//! docs/policies.md lists where the two differ.
 //!
 //! p_iK is task K's run time on device i at default clocks (the trace's
 //! `runtimes`, else workload / speed) and ratio_K = w_K / p_iK there. Each
@@ -61,16 +71,19 @@
 // abi_stable 0.11's derives put impls inside constants.
 #![allow(non_local_definitions)]
 
+mod baseline;
 mod chunks;
 mod schedule;
+mod ticks;
 
 use std::collections::BTreeMap;
 
 use gpu_agent_plugin_api::{
-    abi_stable::std_types::ROption, param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey,
-    TaskState, View,
+    abi_stable::std_types::{ROption, RStr},
+    param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
 };
 
+pub use baseline::Baseline;
 use chunks::Rank;
 use schedule::VirtualSchedule;
 
@@ -305,17 +318,84 @@ impl PolicyImpl for Sos {
     }
 }
 
-gpu_agent_plugin_api::export_policy! {
-    name: "sos",
-    description: "stochastic online scheduling: alpha-point WSPT virtual schedules on unrelated devices",
-    parameters: [ParamInfo::number(
+/// Either reading of SOS, as parameter `model` picks.
+#[derive(Debug)]
+pub enum SosPolicy {
+    /// The published software scheduler, tick by tick ([`Baseline`]).
+    Baseline(Baseline),
+    /// The paper's rule in real time ([`Sos`]).
+    Paper(Sos),
+}
+
+const MODELS: &[RStr<'static>] = &[RStr::from_str("baseline"), RStr::from_str("paper")];
+
+/// The parameters `sos` takes.
+pub const INFO: [ParamInfo; 4] = [
+    ParamInfo::number(
         "alpha",
         "0.5",
         "share of its expected run time a task does in its device's virtual schedule before it joins the device's local queue",
     )
     .above(0.0)
-    .at_most(1.0)],
-    new: |params: &[Param]| Sos::from_params(params),
+    .at_most(1.0),
+    ParamInfo::choice(
+        "model",
+        "baseline",
+        MODELS,
+        "baseline: as the published SOS software decides, in whole ticks; paper: the paper's rule in real time (docs/policies.md)",
+    ),
+    ParamInfo::number("tick_s", "1", "seconds per tick (model=baseline)").above(0.0),
+    ParamInfo::integer(
+        "batch",
+        "100",
+        "tasks admitted per batch, the next batch once the last has left the virtual schedules; 0 = no batches (model=baseline)",
+    )
+    .at_least(0.0),
+];
+
+impl SosPolicy {
+    /// A policy from plugin parameters (see [`INFO`]).
+    pub fn from_params(params: &[Param]) -> Result<SosPolicy, String> {
+        let paper = Sos::from_params(params)?;
+        let value = |key: &str| {
+            let info = INFO
+                .iter()
+                .find(|p| p.key.as_str() == key)
+                .expect("a declared parameter");
+            let v = param(params, key).unwrap_or(info.default.as_str());
+            info.check(v).map(|()| v)
+        };
+        match value("model")? {
+            "paper" => Ok(SosPolicy::Paper(paper)),
+            _ => {
+                let tick_s = value("tick_s")?.parse().expect("checked");
+                let batch = value("batch")?
+                    .parse()
+                    .map_err(|_| "batch: too large".to_string())?;
+                Ok(SosPolicy::Baseline(Baseline::new(
+                    paper.alpha,
+                    tick_s,
+                    batch,
+                )))
+            }
+        }
+    }
+}
+
+impl PolicyImpl for SosPolicy {
+    fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
+        match self {
+            SosPolicy::Baseline(p) => p.on_event(view, event),
+            SosPolicy::Paper(p) => p.on_event(view, event),
+        }
+    }
+}
+
+gpu_agent_plugin_api::export_policy! {
+    name: "sos",
+    description: "stochastic online scheduling: alpha-point WSPT virtual schedules on unrelated devices",
+    parameters: [INFO[0], INFO[1], INFO[2], INFO[3]],
+    new: |params: &[Param]| SosPolicy::from_params(params),
 }
 
 #[cfg(test)]

@@ -1,0 +1,178 @@
+//! `model = baseline`: the policy around [`TickModel`], the published
+//! software scheduler's tick-by-tick state machine.
+//!
+//! Time is cut into ticks of `tick_s` seconds; task K's expected time on
+//! device i is p_iK = its run time there in ticks (rounded, 1 to 255), its
+//! weight rounded to 0..=255, and it leaves device i's virtual schedule after
+//! floor(alpha · p_iK) ticks at its head (at least 1). Tasks are admitted in
+//! arrival order, at most one per tick, and in batches of `batch` (the next
+//! batch once every task of the last has left; 0: no batches).
+//!
+//! Ticks run lazily: at each event, every tick before the event's time (and
+//! at a wake-up, the tick at its time too, which in the simulator comes after
+//! that instant's arrivals) runs, and the policy asks to be woken at the next
+//! tick where a task can leave or be admitted. A task that leaves joins the
+//! end of its device's local queue then.
+//!
+//! Beyond the baseline, which has none of these: a device that cannot hold a
+//! task (memory, run time, offline) counts as full for it; a task that no
+//! device could ever hold, and a gang, are refused; a task cancelled before
+//! admission is dropped, one cancelled in a virtual schedule keeps its place
+//! until it would have left; a task leaving for an offline device waits for
+//! it.
+
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, TaskState, View,
+};
+
+use crate::ticks::{Job, TickModel};
+
+/// Lets a time that is a whole number of ticks in exact arithmetic count as
+/// one in floating point.
+const EPS: f64 = 1e-9;
+
+/// The baseline policy.
+#[derive(Debug)]
+pub struct Baseline {
+    alpha: f64,
+    tick_s: f64,
+    batch: usize,
+    model: Option<TickModel<TaskKey>>,
+    /// Tasks that left for a device that was offline: (task, device).
+    held: Vec<(TaskKey, u32)>,
+    /// The last wake-up asked for.
+    asked: Option<f64>,
+}
+
+impl Baseline {
+    /// A policy with `alpha` in (0, 1], ticks of `tick_s` > 0 seconds, and
+    /// batches of `batch` tasks (0: none).
+    pub fn new(alpha: f64, tick_s: f64, batch: usize) -> Baseline {
+        Baseline {
+            alpha,
+            tick_s,
+            batch,
+            model: None,
+            held: Vec::new(),
+            asked: None,
+        }
+    }
+
+    /// The task as the baseline holds it, or why it cannot be placed.
+    fn job(&self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
+        let task = view.task(key);
+        if task.gpus != 1 {
+            return Err(format!(
+                "sos (model=baseline) places single-GPU tasks only; this one needs {} GPUs (model=paper places gangs)",
+                task.gpus
+            ));
+        }
+        let n = view.devices.len();
+        let mut job = Job {
+            weight: task.weight.round().clamp(0.0, 255.0) as u8,
+            p: Vec::with_capacity(n),
+            alpha: Vec::with_capacity(n),
+            fits: Vec::with_capacity(n),
+        };
+        let mut ever = false;
+        for d in view.devices.iter() {
+            let runtime = task.runtime_on(d);
+            let holds = d.memory_gb >= task.mem_gb && runtime.is_finite();
+            ever |= holds;
+            let p = if runtime.is_finite() {
+                (runtime / self.tick_s).round().clamp(1.0, 255.0) as u8
+            } else {
+                u8::MAX
+            };
+            job.p.push(p);
+            job.alpha
+                .push((self.alpha * f64::from(p) + EPS).floor().clamp(1.0, 255.0) as u8);
+            job.fits.push(holds && d.online);
+        }
+        if ever {
+            Ok(job)
+        } else {
+            Err("no device can hold this task (memory or run time)".into())
+        }
+    }
+
+    /// Hands task `key` to the model, or refuses it.
+    fn arrive(&mut self, view: &View<'_>, key: TaskKey, out: &mut Vec<Decision>) {
+        match self.job(view, key) {
+            Ok(job) => {
+                let release = (view.task(key).arrival / self.tick_s - EPS).ceil().max(0.0) as u64;
+                self.model
+                    .as_mut()
+                    .expect("made first")
+                    .arrive(release, key, job);
+            }
+            Err(reason) => out.push(Decision::Reject {
+                task: key,
+                reason: reason.into(),
+            }),
+        }
+    }
+
+    /// Joins `key` to the end of `device`'s local queue, or holds it while
+    /// the device is offline; a task no longer pending (cancelled) is dropped.
+    fn assign(view: &View<'_>, key: TaskKey, device: u32, out: &mut Vec<Decision>) -> bool {
+        if view.task(key).state != TaskState::Pending {
+            return true;
+        }
+        if !view.devices[device as usize].online {
+            return false;
+        }
+        out.push(Decision::Assign {
+            task: key,
+            devices: vec![device].into(),
+            position: ROption::RNone,
+            clocks: ROption::RNone,
+        });
+        true
+    }
+}
+
+impl PolicyImpl for Baseline {
+    fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
+        let ticks = view.now / self.tick_s;
+        if self.model.is_none() {
+            let first = (ticks - EPS).ceil().max(0.0) as u64;
+            self.model = Some(TickModel::new(view.devices.len(), self.batch, first));
+        }
+        let mut out = Vec::new();
+        match *event {
+            Event::Arrived { task } => self.arrive(view, task, &mut out),
+            Event::Activated => {
+                for &key in view.pending.iter() {
+                    self.arrive(view, key, &mut out);
+                }
+            }
+            Event::Finished { task, ok: false } => {
+                self.model.as_mut().expect("made").withdraw_waiting(task);
+            }
+            _ => {}
+        }
+        // The ticks before now; at a wake-up, now's tick too.
+        let last = if matches!(event, Event::Timer) {
+            (ticks + EPS).floor()
+        } else {
+            (ticks - EPS).ceil() - 1.0
+        };
+        let model = self.model.as_mut().expect("made");
+        if last >= model.tick() as f64 {
+            model.run_until(last as u64, |left| {
+                self.held.push((left.key, left.device as u32));
+            });
+        }
+        self.held
+            .retain(|&(key, device)| !Baseline::assign(view, key, device, &mut out));
+        if let Some(tick) = model.next_event() {
+            let time = tick as f64 * self.tick_s;
+            if self.asked != Some(time) {
+                out.push(Decision::WakeAt { time });
+                self.asked = Some(time);
+            }
+        }
+        Ok(out)
+    }
+}

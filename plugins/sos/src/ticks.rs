@@ -1,0 +1,632 @@
+//! The published SOS software scheduler, tick by tick: a port of the state
+//! machine of achieve-lab/TRETS_Software_SOS_Implementation, `c_scheduler`
+//! (`cost_calculator.cpp`, `job_info_update.cpp`, `virtual_fifo.cpp`, and the
+//! admission loop of `ext_mem_interface.cpp`), in its integer types.
+//!
+//! Per device: a cost table of [`SLOTS`] entries (a job's remaining expected
+//! time, remaining weight and integer ratio w / p), an alpha table (ticks left
+//! before the job leaves), and the virtual schedule itself (a queue of
+//! [`SLOTS`] job ids, its head doing virtual work). Each tick runs the three
+//! stages in the baseline's order, each seeing what the previous tick left:
+//!
+//! 1. cost: the job chosen last tick enters the cost table; the change the
+//!    alpha stage decided last tick is applied (the head's remaining time
+//!    drops by 1 and its weight by its ratio, or a leaving job's entry is
+//!    cleared); then the newcomer's cost on each device is
+//!    `w (p + Σ_{ratio_K > ratio} p_K) + p Σ_{ratio_K <= ratio} w_K`, and it
+//!    goes to the cheapest device whose queue was not full, ties to the lowest
+//!    index, except that when all devices cost the same they take turns.
+//! 2. alpha: the head's counter drops by 1; at 0 it leaves (pop).
+//! 3. queue: the newcomer enters at the count of jobs with a greater ratio;
+//!    the popped head leaves for the device's local queue.
+//!
+//! The baseline's quirks are kept, because its decisions depend on them: a
+//! change the alpha stage decided is applied again every tick until a new one
+//! replaces it (so a queue that emptied clears and frees its last job's entry
+//! again each tick, and a later job given the same id loses its entry), and
+//! job ids are reused (1..=109, restarting at each batch; without batches
+//! they are not reused).
+
+/// Entries per device: the baseline's `JOBS_PER_MACHINE`.
+pub const SLOTS: usize = 10;
+/// The address stacks' size (`JOBS_PER_MACHINE + 1`).
+const STACK: usize = SLOTS + 1;
+
+/// A job's ticks and weight as the baseline holds them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Weight (`uint8_t`).
+    pub weight: u8,
+    /// Expected ticks per device (`uint8_t`, at least 1).
+    pub p: Vec<u8>,
+    /// Ticks at the head of each device's virtual schedule before it leaves.
+    pub alpha: Vec<u8>,
+    /// Devices that can hold it (the baseline's are all).
+    pub fits: Vec<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct CostEntry {
+    job: u32,
+    proc: u8,
+    weight: u8,
+    wspt: u8,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Op {
+    #[default]
+    Update,
+    Invalidate,
+}
+
+/// The baseline's ring of free table addresses (`stack_handler_*`).
+#[derive(Debug, Clone)]
+struct Addresses {
+    ring: [u8; STACK],
+    head: usize,
+    tail: usize,
+}
+
+impl Addresses {
+    fn new() -> Addresses {
+        let mut ring = [0u8; STACK];
+        for (i, r) in ring.iter_mut().enumerate().take(SLOTS) {
+            *r = i as u8;
+        }
+        Addresses {
+            ring,
+            head: 0,
+            tail: SLOTS,
+        }
+    }
+
+    fn push(&mut self, address: u8) {
+        if self.tail == SLOTS {
+            if self.head != 0 {
+                self.ring[self.tail] = address;
+                self.tail = 0;
+            }
+        } else if self.tail + 1 != self.head {
+            self.ring[self.tail] = address;
+            self.tail += 1;
+        }
+    }
+
+    fn pop(&mut self) -> Option<usize> {
+        if self.head == self.tail {
+            return None;
+        }
+        let address = self.ring[self.head] as usize;
+        self.head = if self.head == SLOTS { 0 } else { self.head + 1 };
+        Some(address)
+    }
+}
+
+/// One device's state.
+#[derive(Debug, Clone)]
+struct Machine {
+    cost: [CostEntry; SLOTS],
+    cost_free: Addresses,
+    /// The job chosen last tick, entering the cost table this tick.
+    incoming: Option<CostEntry>,
+    /// The alpha stage's last change: (job, op); job 0 is none.
+    change: (u32, Op),
+    alpha: [(u32, u8); SLOTS],
+    alpha_free: Addresses,
+    queue: [u32; SLOTS],
+    count: usize,
+    full: bool,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        Machine {
+            cost: [CostEntry::default(); SLOTS],
+            cost_free: Addresses::new(),
+            incoming: None,
+            change: (0, Op::Update),
+            alpha: [(0, 0); SLOTS],
+            alpha_free: Addresses::new(),
+            queue: [0; SLOTS],
+            count: 0,
+            full: false,
+        }
+    }
+
+    /// The head of the virtual schedule (0: none).
+    fn top(&self) -> u32 {
+        self.queue[0]
+    }
+
+    /// Stage 1 on this device: the incoming job enters, the last change is
+    /// applied; returns (cost, position) of a newcomer of weight `w` and
+    /// expected time `p` (both 0 when there is none).
+    fn cost_stage(&mut self, w: u8, p: u8) -> (u32, u8) {
+        if let Some(entry) = self.incoming.take() {
+            // The baseline stops when no address is free; it never happens
+            // with at most SLOTS jobs per device, short of the reuse quirk.
+            if let Some(a) = self.cost_free.pop() {
+                self.cost[a] = entry;
+            }
+        }
+        let ratio = w.checked_div(p).unwrap_or(0);
+        let (mut high, mut low, mut position) = (0u32, 0u32, 0u8);
+        for j in 0..SLOTS {
+            self.apply_change(j);
+            let e = self.cost[j];
+            if e.wspt > ratio {
+                high += u32::from(e.proc);
+                position += 1;
+            } else {
+                low += u32::from(e.weight);
+            }
+        }
+        let (w, p) = (u32::from(w), u32::from(p));
+        (w * (p + high) + p * low, position)
+    }
+
+    fn apply_change(&mut self, j: usize) {
+        let (job, op) = self.change;
+        let e = &mut self.cost[j];
+        if job == 0 || job != e.job {
+            return;
+        }
+        match op {
+            Op::Update => {
+                e.proc = e.proc.wrapping_sub(1);
+                e.weight = e.weight.wrapping_sub(e.wspt);
+            }
+            Op::Invalidate => {
+                e.proc = 0;
+                e.weight = 0;
+                e.wspt = 0;
+                self.cost_free.push(j as u8);
+            }
+        }
+    }
+
+    /// Stage 2: the head's counter; returns whether it leaves.
+    fn alpha_stage(&mut self, newcomer: Option<(u32, u8)>) -> bool {
+        let top = self.top();
+        let mut pop = false;
+        if top != 0 {
+            for i in 0..SLOTS {
+                if self.alpha[i].0 == top {
+                    self.alpha[i].1 = self.alpha[i].1.wrapping_sub(1);
+                    self.change.0 = top;
+                    if self.alpha[i].1 == 0 {
+                        self.alpha[i].0 = 0;
+                        pop = true;
+                        self.change.1 = Op::Invalidate;
+                        self.alpha_free.push(i as u8);
+                    } else {
+                        pop = false;
+                        self.change.1 = Op::Update;
+                    }
+                }
+            }
+        }
+        if let Some((job, alpha)) = newcomer {
+            if let Some(a) = self.alpha_free.pop() {
+                self.alpha[a] = (job, alpha);
+            }
+        }
+        pop
+    }
+
+    /// Stage 3: the queue; returns the job that left, if any.
+    fn queue_stage(&mut self, newcomer: Option<(u32, u8)>, pop: bool) -> Option<u32> {
+        let before = self.queue;
+        match newcomer {
+            Some((job, position)) => {
+                // Never past the end (the baseline would lose the job).
+                let at = (position as usize).min(SLOTS - 1);
+                if pop {
+                    // The head leaves as the newcomer enters: shift left up to
+                    // the newcomer's place.
+                    let at = at.saturating_sub(1);
+                    self.queue[..at].copy_from_slice(&before[1..=at]);
+                    self.queue[at] = job;
+                } else {
+                    self.queue[at + 1..].copy_from_slice(&before[at..SLOTS - 1]);
+                    self.queue[at] = job;
+                }
+                self.count += 1;
+            }
+            None if pop => {
+                self.queue[..SLOTS - 1].copy_from_slice(&before[1..]);
+                self.queue[SLOTS - 1] = 0;
+            }
+            None => {}
+        }
+        let popped = pop.then(|| {
+            self.count -= 1;
+            before[0]
+        });
+        self.full = self.count == SLOTS;
+        popped.filter(|&j| j != 0)
+    }
+
+    /// Ticks until the head leaves (when nothing new arrives), if it has one.
+    fn ticks_to_pop(&self) -> Option<u64> {
+        let top = self.top();
+        if top == 0 {
+            return None;
+        }
+        // The alpha stage changes the last matching entry; there is one.
+        self.alpha.iter().rev().find(|a| a.0 == top).map(|a| {
+            if a.1 == 0 {
+                256
+            } else {
+                u64::from(a.1)
+            }
+        })
+    }
+
+    /// `n` ticks in which no job arrives and none leaves, at once.
+    fn idle(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(entry) = self.incoming.take() {
+            if let Some(a) = self.cost_free.pop() {
+                self.cost[a] = entry;
+            }
+        }
+        let top = self.top();
+        let counted = top != 0 && self.alpha.iter().any(|a| a.0 == top);
+        if counted {
+            // The pending change applies at the first tick; from then on the
+            // alpha stage asks, each tick, for the head's update.
+            let head = (top, Op::Update);
+            if self.change == head {
+                self.repeat_change(n);
+            } else {
+                self.repeat_change(1);
+                self.change = head;
+                self.repeat_change(n - 1);
+            }
+            let r = (n % 256) as u8;
+            for a in self.alpha.iter_mut().filter(|a| a.0 == top) {
+                a.1 = a.1.wrapping_sub(r);
+            }
+        } else {
+            // Nothing changes the pending change: it applies every tick.
+            self.repeat_change(n);
+        }
+    }
+
+    /// Applies the pending change `n` times, as `n` ticks' cost stages do.
+    fn repeat_change(&mut self, n: u64) {
+        let (job, op) = self.change;
+        if job == 0 || n == 0 {
+            return;
+        }
+        match op {
+            Op::Update => {
+                let r = (n % 256) as u8;
+                for e in self.cost.iter_mut().filter(|e| e.job == job) {
+                    e.proc = e.proc.wrapping_sub(r);
+                    e.weight = e.weight.wrapping_sub(e.wspt.wrapping_mul(r));
+                }
+            }
+            Op::Invalidate => {
+                // Clearing is idempotent, and the ring is full after STACK pushes.
+                for _ in 0..n.min(STACK as u64 + 1) {
+                    let mut any = false;
+                    for j in 0..SLOTS {
+                        if self.cost[j].job == job {
+                            any = true;
+                            self.apply_change(j);
+                        }
+                    }
+                    if !any {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A job that left its virtual schedule: the caller's key and its device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Left<K> {
+    /// The tick it left at.
+    pub tick: u64,
+    /// The caller's key.
+    pub key: K,
+    /// The device.
+    pub device: usize,
+}
+
+/// The baseline's scheduler and admission loop.
+#[derive(Debug, Clone)]
+pub struct TickModel<K> {
+    machines: Vec<Machine>,
+    /// The device whose turn it is when all cost the same.
+    turn: usize,
+    /// The next tick to run.
+    tick: u64,
+    /// Jobs not yet admitted, in arrival order: (release tick, key, job).
+    waiting: std::collections::VecDeque<(u64, K, Job)>,
+    /// Whether every queue was full after the last tick.
+    all_full: bool,
+    /// Jobs per batch (0: no batches).
+    batch: usize,
+    /// Jobs admitted in the current batch.
+    admitted: usize,
+    /// Jobs admitted and not yet left.
+    in_flight: usize,
+    /// The id the next job gets, and how many ids there are.
+    next_id: u32,
+    ids: u32,
+    /// The key of each id in flight.
+    keys: std::collections::HashMap<u32, K>,
+    /// Scratch: each device's (cost, position) for the newcomer.
+    costs: Vec<(u32, u8)>,
+}
+
+impl<K: Copy> TickModel<K> {
+    /// A model of `devices` devices, admitting `batch` jobs at a time (0: no
+    /// batches), starting at `tick`.
+    pub fn new(devices: usize, batch: usize, tick: u64) -> TickModel<K> {
+        // The baseline's ids: MEM_DATA_SIZE + 9 of them, restarting at each
+        // batch, which only begins once the last has left: no two jobs in
+        // flight share one. Without batches a job may wait in a virtual
+        // schedule while any number of others pass it, so ids are not reused.
+        let ids = if batch > 0 {
+            u32::try_from(batch).map_or(u32::MAX, |b| b.saturating_add(9))
+        } else {
+            u32::MAX
+        };
+        TickModel {
+            machines: (0..devices).map(|_| Machine::new()).collect(),
+            turn: 0,
+            tick,
+            waiting: Default::default(),
+            all_full: false,
+            batch,
+            admitted: 0,
+            in_flight: 0,
+            next_id: 1,
+            ids,
+            keys: Default::default(),
+            costs: Vec::new(),
+        }
+    }
+
+    /// The next tick to run.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// A job released at `release` (admitted in arrival order, one per tick).
+    pub fn arrive(&mut self, release: u64, key: K, job: Job) {
+        debug_assert_eq!(job.p.len(), self.machines.len());
+        self.waiting.push_back((release, key, job));
+    }
+
+    /// Drops `key` if it is still waiting for admission.
+    pub fn withdraw_waiting(&mut self, key: K)
+    where
+        K: PartialEq,
+    {
+        self.waiting.retain(|(_, k, _)| *k != key);
+    }
+
+    /// Whether the head of `waiting` may be admitted at `tick`.
+    fn admissible(&self, tick: u64) -> bool {
+        let Some((release, _, job)) = self.waiting.front() else {
+            return false;
+        };
+        *release <= tick
+            && !self.all_full
+            && (self.batch == 0 || self.admitted < self.batch || self.in_flight == 0)
+            && self
+                .machines
+                .iter()
+                .zip(&job.fits)
+                .any(|(m, &fits)| fits && !m.full)
+    }
+
+    /// The next tick at which a job can leave or be admitted, if any.
+    pub fn next_event(&self) -> Option<u64> {
+        let pop = self
+            .machines
+            .iter()
+            .filter_map(Machine::ticks_to_pop)
+            .min()
+            .map(|n| self.tick + n - 1);
+        let admit = self
+            .waiting
+            .front()
+            .filter(|_| self.admissible(u64::MAX))
+            .map(|(release, _, _)| (*release).max(self.tick));
+        match (pop, admit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs every tick up to `last` (inclusive), reporting jobs that leave.
+    pub fn run_until(&mut self, last: u64, mut left: impl FnMut(Left<K>)) {
+        while self.tick <= last {
+            let next = self.next_event().unwrap_or(u64::MAX);
+            if next > self.tick {
+                let idle = next.min(last + 1) - self.tick;
+                for m in &mut self.machines {
+                    m.idle(idle);
+                }
+                self.tick += idle;
+                continue;
+            }
+            self.step(&mut left);
+        }
+    }
+
+    /// One tick, as the baseline's `schedule_jobs` loop runs it.
+    fn step(&mut self, left: &mut impl FnMut(Left<K>)) {
+        let tick = self.tick;
+        let newcomer = if self.admissible(tick) {
+            if self.batch > 0 && self.admitted == self.batch {
+                self.admitted = 0;
+                self.next_id = 1;
+            }
+            let (_, key, job) = self.waiting.pop_front().expect("admissible");
+            let id = self.next_id;
+            self.next_id = if id == self.ids { 1 } else { id + 1 };
+            self.keys.insert(id, key);
+            self.admitted += 1;
+            self.in_flight += 1;
+            Some((id, job))
+        } else {
+            None
+        };
+        let n = self.machines.len();
+        let mut costs = std::mem::take(&mut self.costs);
+        costs.resize(n, (0, 0));
+        for (d, m) in self.machines.iter_mut().enumerate() {
+            costs[d] = match &newcomer {
+                Some((_, job)) => m.cost_stage(job.weight, job.p[d]),
+                None => m.cost_stage(0, 0),
+            };
+        }
+        let mut chosen = None;
+        if let Some((id, job)) = &newcomer {
+            let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
+            for d in 0..n {
+                if self.machines[d].full || !job.fits[d] {
+                    continue;
+                }
+                if costs[d].0 < least {
+                    best = d;
+                    least = costs[d].0;
+                } else if costs[d].0 == costs[best].0 {
+                    equal += 1;
+                }
+            }
+            if equal == n {
+                best = self.turn;
+                self.turn = (self.turn + 1) % n;
+            }
+            let (w, p) = (job.weight, job.p[best]);
+            self.machines[best].incoming = Some(CostEntry {
+                job: *id,
+                proc: p,
+                weight: w,
+                wspt: w / p,
+            });
+            chosen = Some((best, *id, job.alpha[best], costs[best].1));
+        }
+        self.costs = costs;
+        let mut all_full = true;
+        for (d, m) in self.machines.iter_mut().enumerate() {
+            let mine = chosen.filter(|c| c.0 == d);
+            let pop = m.alpha_stage(mine.map(|(_, id, alpha, _)| (id, alpha)));
+            if let Some(id) = m.queue_stage(mine.map(|(_, id, _, at)| (id, at)), pop) {
+                if let Some(key) = self.keys.remove(&id) {
+                    self.in_flight -= 1;
+                    left(Left {
+                        tick,
+                        key,
+                        device: d,
+                    });
+                }
+            }
+            all_full &= m.full;
+        }
+        self.all_full = all_full;
+        self.tick += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tick by [`TickModel::step`], none skipped.
+    fn literal(m: &mut TickModel<usize>, last: u64) -> Vec<Left<usize>> {
+        let mut out = Vec::new();
+        while m.tick <= last {
+            m.step(&mut |l| out.push(l));
+        }
+        out
+    }
+
+    /// `n` jobs on `devices` devices from a small linear congruential stream.
+    fn jobs(seed: u64, n: usize, devices: usize) -> Vec<(u64, Job)> {
+        let mut x = seed;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let mut release = 0;
+        (0..n)
+            .map(|_| {
+                release += next(4);
+                let p: Vec<u8> = (0..devices).map(|_| 1 + next(40) as u8).collect();
+                let job = Job {
+                    weight: next(256) as u8,
+                    alpha: p.iter().map(|&p| (p * 3 / 5).max(1)).collect(),
+                    fits: (0..devices).map(|_| next(8) != 0).collect(),
+                    p,
+                };
+                (release, job)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn skipping_idle_ticks_changes_nothing() {
+        for (seed, batch) in [(1, 0), (2, 5), (3, 100), (4, 7)] {
+            let mut lazy = TickModel::new(3, batch, 0);
+            let mut every = TickModel::new(3, batch, 0);
+            for (k, (release, job)) in jobs(seed, 300, 3).into_iter().enumerate() {
+                lazy.arrive(release, k, job.clone());
+                every.arrive(release, k, job);
+            }
+            let mut left = Vec::new();
+            // In uneven stretches, as events would cut them.
+            let mut last = 0;
+            while last < 20_000 {
+                last += 1 + last % 37;
+                lazy.run_until(last, |l| left.push(l));
+            }
+            assert_eq!(left, literal(&mut every, last), "seed {seed}");
+            assert!(left.len() > 250, "seed {seed}: {} left", left.len());
+        }
+    }
+
+    #[test]
+    fn the_cheapest_device_takes_a_job_and_it_leaves_after_its_alpha_ticks() {
+        // Device 0 is empty: cost w·p = 2·4 = 8 there, 2·6 = 12 on device 1.
+        let mut m = TickModel::new(2, 0, 0);
+        m.arrive(
+            0,
+            7,
+            Job {
+                weight: 2,
+                p: vec![4, 6],
+                alpha: vec![2, 3],
+                fits: vec![true, true],
+            },
+        );
+        let mut left = Vec::new();
+        m.run_until(10, |l| left.push(l));
+        // Admitted at tick 0, the head from tick 1: its counter reaches 0 at
+        // tick 2.
+        assert_eq!(
+            left,
+            [Left {
+                tick: 2,
+                key: 7,
+                device: 0
+            }]
+        );
+        assert_eq!(m.next_event(), None);
+    }
+}
