@@ -88,9 +88,18 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".Metrics", "method", "-", "a{sv}", "-"),
         row(".Reload", "method", "-", "as", "-"),
         row(".SetPolicy", "method", "s", "-", "-"),
+        row(".SetPolicyWithParameters", "method", "sa{sv}", "-", "-"),
+        row(".DescribePolicy", "method", "s", "a{sv}", "-"),
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
         row(".Policy", "property", "s", "\"fifo\"", "emits-change"),
+        row(
+            ".PolicyParameters",
+            "property",
+            "a{sv}",
+            "0",
+            "emits-change",
+        ),
         row(".Version", "property", "s", &version, "?"),
         row(".Backend", "property", "s", &backend, "?"),
     ];

@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::BTreeMap;
+
+use gpu_agent_dbus::ParamValue;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -46,6 +49,20 @@ pub struct Config {
     pub cancel_grace_s: f64,
     /// Where `/metrics` is served (Prometheus); `None`: nowhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// `[policies.NAME]` tables: the parameters each policy is built with
+    /// (checked against the plugin once it is loaded).
+    pub policies: BTreeMap<String, Vec<Setting>>,
+}
+
+/// One `KEY = VALUE` of a `[policies.NAME]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    /// The parameter.
+    pub key: String,
+    /// Its value, typed as the file wrote it.
+    pub value: ParamValue,
+    /// The line it is on.
+    pub line: u64,
 }
 
 impl Default for Config {
@@ -61,6 +78,7 @@ impl Default for Config {
             keep_tasks_on_stop: false,
             cancel_grace_s: 10.0,
             metrics_listen: None,
+            policies: BTreeMap::new(),
         }
     }
 }
@@ -78,6 +96,7 @@ struct RawConfig {
     keep_tasks_on_stop: Option<bool>,
     cancel_grace_s: Option<Spanned<f64>>,
     metrics_listen: Option<Spanned<String>>,
+    policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
 }
 
 /// Settings given on `gpu-agentd`'s command line; they override the file's.
@@ -276,6 +295,32 @@ impl Config {
                 })
             })
             .transpose()?;
+        let mut policies = BTreeMap::new();
+        for (name, table) in raw.policies.unwrap_or_default() {
+            let mut settings = Vec::new();
+            for (key, v) in table {
+                let line = line_of(text, v.span().start);
+                let value = match v.into_inner() {
+                    toml::Value::Boolean(b) => ParamValue::Bool(b),
+                    toml::Value::Integer(n) => ParamValue::Int(n),
+                    toml::Value::Float(x) => ParamValue::Float(x),
+                    toml::Value::String(s) => ParamValue::Str(s),
+                    other => {
+                        return Err(InputError::at(
+                            path,
+                            Some(line),
+                            Some(format!("policies.{name}.{key}")),
+                            format!(
+                                "expected a boolean, an integer, a number or a string, got a {}",
+                                other.type_str()
+                            ),
+                        ))
+                    }
+                };
+                settings.push(Setting { key, value, line });
+            }
+            policies.insert(name, settings);
+        }
         let d = Config::default();
         Ok(Config {
             metrics_listen,
@@ -296,6 +341,7 @@ impl Config {
                 .map(|v| number(v, "cancel_grace_s", true))
                 .transpose()?
                 .unwrap_or(d.cancel_grace_s),
+            policies,
         })
     }
 }
@@ -308,7 +354,8 @@ mod tests {
     fn every_key_reads_and_relative_paths_anchor_at_the_file() {
         let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
                     mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
-                    keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n";
+                    keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n\
+                    [policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
         let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
         assert_eq!(
             c,
@@ -323,6 +370,22 @@ mod tests {
                 keep_tasks_on_stop: true,
                 cancel_grace_s: 0.0,
                 metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
+                policies: [(
+                    "sa-greedy".to_string(),
+                    vec![
+                        Setting {
+                            key: "budget_ms".into(),
+                            value: ParamValue::Int(50),
+                            line: 12,
+                        },
+                        Setting {
+                            key: "t0".into(),
+                            value: ParamValue::Str("auto".into()),
+                            line: 13,
+                        },
+                    ]
+                )]
+                .into(),
             }
         );
         assert_eq!(
@@ -334,6 +397,15 @@ mod tests {
         assert_eq!(
             Config::parse(Path::new("a.toml"), "").unwrap(),
             Config::default()
+        );
+        let err = Config::parse(
+            Path::new("a.toml"),
+            "[policies.sos]\nalpha = 0.6\nmodel = [1]\n",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "a.toml:3: policies.sos.model: expected a boolean, an integer, a number or a string, got a array"
         );
     }
 
@@ -444,6 +516,14 @@ mod tests {
             let Some(setting) = line.strip_prefix("# ") else {
                 continue;
             };
+            // A table (`# [policies.NAME]`, its settings indented) documents its key.
+            if let Some(table) = setting.strip_prefix('[') {
+                let key = table.split(['.', ']']).next().unwrap_or_default();
+                if !keys.iter().any(|k| k == key) {
+                    keys.push(key.to_string());
+                }
+                continue;
+            }
             if let Some((key, _)) = setting.split_once(" = ") {
                 if key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
                     keys.push(key.to_string());

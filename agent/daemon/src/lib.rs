@@ -13,6 +13,7 @@ pub mod engine;
 pub mod exec;
 pub mod exporter;
 pub mod mig;
+pub mod policy_params;
 pub mod service;
 pub mod store;
 mod supervise;
@@ -32,7 +33,7 @@ use gpu_agent_backend::{
 };
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
-use gpu_agent_dbus::{device_path, AGENT_PATH, BUS_NAME};
+use gpu_agent_dbus::{device_path, parameters_to_dict, AGENT_PATH, BUS_NAME};
 use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
 use mig::MigView;
@@ -132,7 +133,16 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     for failure in &registry.failures {
         log::warn!("plugin skipped: {failure}");
     }
-    let policy = choose_policy(&registry, &options, store.meta("policy")?)?;
+    policy_params::check_tables(&options.config, options.source.path().as_deref(), &registry)?;
+    let stored_params = match store.meta(policy_params::META_KEY)? {
+        Some(text) => policy_params::decode(&text).unwrap_or_else(|e| {
+            log::warn!("{e}; the stored policy starts with its table and defaults");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
+    let (policy, policy_params) =
+        choose_policy(&registry, &options, store.meta("policy")?, stored_params)?;
     log::info!(
         "{} device(s) on {backend_name}; policy {}; state in {}; time scale {}",
         devices.len(),
@@ -141,6 +151,16 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         cfg.time_scale
     );
     let policy_name = policy.name.clone();
+    let values = match registry.get(&policy_name) {
+        Some(plugin) => policy_params::in_use(
+            plugin,
+            &policy_params::effective(
+                policy_params::table(&options.config, options.source.path().as_deref(), plugin)?,
+                &policy_params,
+            ),
+        ),
+        None => Vec::new(),
+    };
     let requests = Engine::channel();
     let engine = requests.0.clone();
 
@@ -156,7 +176,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let agent = AgentService::new(
         engine.clone(),
         auth::Auth::new(nix::unistd::getuid().as_raw()),
-        policy_name,
+        (policy_name, parameters_to_dict(&values)),
         backend_name,
         MigView::new(backend.clone())?,
     )
@@ -204,6 +224,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             store,
             registry,
             policy,
+            policy_params,
             apps,
             time,
             log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
@@ -312,31 +333,41 @@ fn inventory(backend: &dyn GpuBackend) -> Result<Vec<DeviceSpec>, DaemonError> {
         .collect()
 }
 
-/// The policy to start with: `--policy`, else the last `SetPolicy`, else the
-/// configuration's, else `fifo`.
+/// The policy to start with, and the parameters it was given: `--policy`
+/// (none given), else the last `SetPolicy` with the parameters stored with
+/// it, else the configuration's, else `fifo`. Each is built with its
+/// `[policies.NAME]` table.
 fn choose_policy(
     registry: &Registry,
     options: &Options,
     stored: Option<String>,
-) -> Result<PolicyInstance, DaemonError> {
+    stored_params: policy_params::Params,
+) -> Result<(PolicyInstance, policy_params::Params), DaemonError> {
+    let file = options.source.path();
+    let build = |name: &str, given: &[(String, String)]| -> Result<PolicyInstance, DaemonError> {
+        let plugin = registry.find(name)?;
+        let table = policy_params::table(&options.config, file.as_deref(), plugin)?;
+        Ok(plugin.instantiate(&policy_params::effective(table, given))?)
+    };
     if let Some(name) = &options.policy {
-        return Ok(registry.find(name)?.instantiate(&[])?);
+        return Ok((build(name, &[])?, Vec::new()));
     }
     let candidates = stored
+        .map(|name| (name, stored_params))
         .into_iter()
-        .chain(options.config.policy.clone())
-        .chain(std::iter::once("fifo".to_string()));
+        .chain(options.config.policy.clone().map(|name| (name, Vec::new())))
+        .chain(std::iter::once(("fifo".to_string(), Vec::new())));
     let mut last_error = None;
-    for name in candidates {
-        match registry.find(&name).and_then(|p| p.instantiate(&[])) {
-            Ok(policy) => return Ok(policy),
+    for (name, given) in candidates {
+        match build(&name, &given) {
+            Ok(policy) => return Ok((policy, given)),
             Err(e) => {
                 log::warn!("{e}");
                 last_error = Some(e);
             }
         }
     }
-    Err(last_error.expect("fifo was tried").into())
+    Err(last_error.expect("fifo was tried"))
 }
 
 async fn device_objects(
@@ -380,10 +411,14 @@ async fn pump_notices(
                 Some(object) => devices::set_current_task(object, task).await,
                 None => Ok(()),
             },
-            Notice::Policy(name) => {
+            Notice::Policy { name, parameters } => {
                 let agent_ref = agent.get().await;
-                agent_ref.set_policy_name(name);
-                agent_ref.policy_changed(agent.signal_emitter()).await
+                agent_ref.record_policy(name, parameters_to_dict(&parameters));
+                let emitter = agent.signal_emitter();
+                match agent_ref.policy_changed(emitter).await {
+                    Ok(()) => agent_ref.policy_parameters_changed(emitter).await,
+                    Err(e) => Err(e),
+                }
             }
         };
         if let Err(e) = result {

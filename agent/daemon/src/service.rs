@@ -22,7 +22,7 @@ use gpu_agent_dbus::{
 pub struct AgentService {
     engine: mpsc::Sender<Request>,
     auth: Auth,
-    policy: Mutex<String>,
+    policy: Mutex<(String, Dict)>,
     version: String,
     backend: String,
     mig: MigView,
@@ -35,7 +35,7 @@ impl AgentService {
     pub fn new(
         engine: mpsc::Sender<Request>,
         auth: Auth,
-        policy: String,
+        policy: (String, Dict),
         backend: String,
         mig: MigView,
     ) -> AgentService {
@@ -59,9 +59,10 @@ impl AgentService {
         self
     }
 
-    /// Records the active policy (the engine's notice), for the property.
-    pub fn set_policy_name(&self, name: String) {
-        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = name;
+    /// Records the active policy and its parameters (the engine's notice),
+    /// for the properties.
+    pub fn record_policy(&self, name: String, parameters: Dict) {
+        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = (name, parameters);
     }
 
     async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, AgentError> {
@@ -187,7 +188,42 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("change the policy")?;
-        Ok(self.ask(|reply| Request::SetPolicy { name, reply }).await?)
+        Ok(self
+            .ask(|reply| Request::SetPolicy {
+                name,
+                params: HashMap::new(),
+                reply,
+            })
+            .await?)
+    }
+
+    /// Makes `name` the active policy, built with `params` over its
+    /// agent.toml table; a bad key, type or value changes nothing.
+    async fn set_policy_with_parameters(
+        &self,
+        name: String,
+        params: HashMap<String, OwnedValue>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("change the policy")?;
+        self.ask(|reply| Request::SetPolicy {
+            name,
+            params,
+            reply,
+        })
+        .await
+    }
+
+    /// A loaded policy: its description and parameters (types, defaults,
+    /// ranges, descriptions, and the values in use when it is active).
+    async fn describe_policy(&self, name: Arg<String>) -> Result<Dict, CallError> {
+        let name = name.get()?;
+        Ok(self
+            .ask(|reply| Request::DescribePolicy { name, reply })
+            .await?)
     }
 
     /// Reads the configuration file again and re-scans the plugin directory;
@@ -249,6 +285,17 @@ impl AgentService {
         self.policy
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
+    }
+
+    /// The active policy's parameters, each with the value in use.
+    #[zbus(property)]
+    async fn policy_parameters(&self) -> Dict {
+        self.policy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
             .clone()
     }
 

@@ -41,6 +41,7 @@ fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
             failures: Vec::new(),
         },
         policy: builtin_fifo(),
+        policy_params: Vec::new(),
         apps: AppLibrary::default(),
         time,
         log_dir: Some(dir.join("logs")),
@@ -78,7 +79,7 @@ async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<
     let agent = AgentService::new(
         engine,
         super::auth::Auth::new(nix::unistd::getuid().as_raw()),
-        "fifo (built-in fallback)".into(),
+        ("fifo (built-in fallback)".into(), Default::default()),
         "mock:host.toml".into(),
         super::mig::MigView::new(mock.clone()).unwrap(),
     );
@@ -308,6 +309,7 @@ async fn requests_after_a_stop_in_the_same_round_are_refused() {
     .unwrap();
     tx.send(Request::SetPolicy {
         name: "fifo".into(),
+        params: Default::default(),
         reply: policy,
     })
     .unwrap();

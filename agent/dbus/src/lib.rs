@@ -9,6 +9,7 @@ mod args;
 mod device;
 mod metrics;
 mod mig;
+mod params;
 pub mod private_bus;
 mod task;
 
@@ -18,6 +19,7 @@ pub use args::{Arg, CallError};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
+pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, ParamValue};
 pub use task::{
     Dict, SubmitSpec, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S,
     REDACTED,
@@ -90,6 +92,12 @@ pub trait Agent1 {
     fn list_policies(&self) -> zbus::Result<Vec<(String, String)>>;
     /// Makes `name` the active policy; queued tasks move to it.
     fn set_policy(&self, name: &str) -> zbus::Result<()>;
+    /// Makes `name` the active policy built with `params` (admins); a bad key,
+    /// type or value is `InvalidArgument` naming the key, and changes nothing.
+    fn set_policy_with_parameters(&self, name: &str, params: Dict) -> zbus::Result<()>;
+    /// A loaded policy: `name`, `description`, `active`, and `parameters`
+    /// (one dictionary each: see [`describe_parameter`]).
+    fn describe_policy(&self, name: &str) -> zbus::Result<Dict>;
     /// Reads the daemon's configuration file again and re-scans its plugin
     /// directory (admins); returns the changed keys that wait for the next start.
     fn reload(&self) -> zbus::Result<Vec<String>>;
@@ -108,6 +116,9 @@ pub trait Agent1 {
     /// The active policy.
     #[zbus(property)]
     fn policy(&self) -> zbus::Result<String>;
+    /// The active policy's parameters, each with the value in use.
+    #[zbus(property)]
+    fn policy_parameters(&self) -> zbus::Result<Dict>;
     /// The daemon's version.
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;

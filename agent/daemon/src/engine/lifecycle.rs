@@ -91,7 +91,7 @@ impl Engine {
                     log::warn!(
                         "policy {policy} failed: {reason}; continuing with the built-in FIFO order"
                     );
-                    round.notice(Notice::Policy(self.core.policy_name().into()));
+                    round.notice(self.policy_notice());
                 }
             }
         }

@@ -112,8 +112,18 @@ pub enum Request {
     SetPolicy {
         /// The policy's name.
         name: String,
+        /// Its parameters as given on the bus (empty: its agent.toml table
+        /// and defaults only).
+        params: std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
         /// Answered once the switch is stored.
         reply: Reply<()>,
+    },
+    /// A loaded policy with its parameters.
+    DescribePolicy {
+        /// The policy's name.
+        name: String,
+        /// `DescribePolicy`'s dictionary.
+        reply: Reply<gpu_agent_dbus::Dict>,
     },
     /// formats.md §4 metrics over the finished tasks.
     Metrics {
@@ -176,8 +186,13 @@ pub enum Notice {
         /// The task's id.
         task: String,
     },
-    /// The active policy changed.
-    Policy(String),
+    /// The active policy, or its parameters, changed.
+    Policy {
+        /// Its name.
+        name: String,
+        /// Its parameters with the values in use.
+        parameters: Vec<(String, gpu_agent_dbus::ParamValue)>,
+    },
 }
 
 /// Everything the engine is built from.
@@ -195,6 +210,9 @@ pub struct Setup {
     pub registry: Registry,
     /// The policy to start with.
     pub policy: PolicyInstance,
+    /// The parameters it was given (`SetPolicyWithParameters`, stored),
+    /// over its agent.toml table.
+    pub policy_params: crate::policy_params::Params,
     /// DVFS profiles tasks may name.
     pub apps: AppLibrary,
     /// The clock.
@@ -327,6 +345,8 @@ pub struct Engine {
     backend: Arc<dyn GpuBackend>,
     apps: AppLibrary,
     time: Timebase,
+    /// The parameters the active policy was given over its table.
+    policy_params: crate::policy_params::Params,
     /// The settings in force, and where they come from.
     config: Config,
     source: Source,
@@ -393,6 +413,7 @@ impl Engine {
             backend: setup.backend,
             apps: setup.apps,
             time: setup.time,
+            policy_params: setup.policy_params,
             config: setup.config,
             source: setup.source,
             notices: setup.notices,

@@ -3,7 +3,24 @@
 use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection};
-use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
+use std::collections::HashMap;
+
+use gpu_agent_dbus::{
+    describe_parameter, parameters_from_dict, AgentError, Dict, ParamValue, SubmitSpec, TaskInfo,
+    TaskStatus,
+};
+use zbus::zvariant::{OwnedValue, Value};
+
+use crate::policy_params;
+
+/// ` with k=v, ...` for a log line (nothing when none were given).
+fn describe_given(given: &[(String, String)]) -> String {
+    if given.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!(" with {}", pairs.join(", "))
+}
 
 /// The refusal of a request that would change state after a stop began.
 fn stopping(what: &str) -> AgentError {
@@ -87,13 +104,20 @@ impl Engine {
                     .collect();
                 round.reply(reply, Ok(policies));
             }
-            Request::SetPolicy { name, reply } => {
-                let result = self.set_policy(&name, round);
+            Request::SetPolicy {
+                name,
+                params,
+                reply,
+            } => {
+                let result = self.set_policy(&name, &params, round);
                 round.reply(reply, result);
+            }
+            Request::DescribePolicy { name, reply } => {
+                round.reply(reply, self.describe_policy(&name));
             }
             Request::Metrics { reply } => round.reply(reply, Ok(self.metrics())),
             Request::Reload { reply } => {
-                let result = self.reload();
+                let result = self.reload(round);
                 round.reply(reply, result);
             }
             Request::Exited { key, exit } => {
@@ -264,22 +288,102 @@ impl Engine {
         Ok(())
     }
 
-    fn set_policy(&mut self, name: &str, round: &mut Round) -> Result<(), AgentError> {
+    /// Makes `name` the active policy, built with `params` over its
+    /// agent.toml table. A bad key, type or value changes nothing.
+    fn set_policy(
+        &mut self,
+        name: &str,
+        params: &HashMap<String, OwnedValue>,
+        round: &mut Round,
+    ) -> Result<(), AgentError> {
+        let plugin = *self
+            .registry
+            .find(name)
+            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
+        let given = parameters_from_dict(plugin.parameters(), params)
+            .map_err(|e| AgentError::InvalidArgument(format!("policy {name}: {e}")))?;
+        let table = policy_params::table(&self.config, self.source.path().as_deref(), &plugin)
+            .map_err(|e| AgentError::Failed(e.to_string()))?;
+        let policy = plugin
+            .instantiate(&policy_params::effective(table, &given))
+            .map_err(|e| {
+                if given.is_empty() {
+                    AgentError::UnknownPolicy(e.to_string())
+                } else {
+                    AgentError::InvalidArgument(e.to_string())
+                }
+            })?;
+        let actions = self.core.set_policy(self.time.model_now(), policy);
+        self.policy_params = given;
+        round
+            .ops
+            .push(super::Op::SetMeta("policy".into(), name.into()));
+        round.ops.push(super::Op::SetMeta(
+            policy_params::META_KEY.into(),
+            policy_params::encode(&self.policy_params),
+        ));
+        round.notice(self.policy_notice());
+        log::info!(
+            "policy is now {name}{}",
+            describe_given(&self.policy_params)
+        );
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    /// The parameters the active policy runs with, each typed for the bus.
+    fn policy_values(&self) -> Vec<(String, ParamValue)> {
+        let Some(plugin) = self.registry.get(self.core.policy_name()) else {
+            return Vec::new();
+        };
+        let table = policy_params::table(&self.config, self.source.path().as_deref(), plugin)
+            .unwrap_or_default();
+        policy_params::in_use(
+            plugin,
+            &policy_params::effective(table, &self.policy_params),
+        )
+    }
+
+    /// The notice of the active policy and its parameters.
+    pub(super) fn policy_notice(&self) -> super::Notice {
+        super::Notice::Policy {
+            name: self.core.policy_name().into(),
+            parameters: self.policy_values(),
+        }
+    }
+
+    /// `DescribePolicy`'s answer for `name`.
+    fn describe_policy(&self, name: &str) -> Result<Dict, AgentError> {
         let plugin = self
             .registry
             .find(name)
             .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
-        let policy = plugin
-            .instantiate(&[])
-            .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
-        let actions = self.core.set_policy(self.time.model_now(), policy);
-        round
-            .ops
-            .push(super::Op::SetMeta("policy".into(), name.into()));
-        round.notice(super::Notice::Policy(self.core.policy_name().into()));
-        log::info!("policy is now {name}");
-        self.apply(actions, round);
-        Ok(())
+        let active = self.core.policy_name() == name;
+        let values = if active {
+            self.policy_values()
+        } else {
+            Vec::new()
+        };
+        let parameters: Vec<Dict> = plugin
+            .parameters()
+            .iter()
+            .map(|info| {
+                let value = values
+                    .iter()
+                    .find(|(k, _)| k == info.key.as_str())
+                    .map(|(_, v)| v);
+                describe_parameter(info, value)
+            })
+            .collect();
+        let mut d = Dict::new();
+        let mut put = |k: &str, v: Value<'_>| {
+            d.insert(k.into(), v.try_into().expect("plain values convert"));
+        };
+        put("name", Value::from(plugin.name()));
+        put("description", Value::from(plugin.description()));
+        put("active", Value::from(active));
+        put("parameters", Value::from(parameters));
+        Ok(d)
     }
 
     /// Reads the settings again, checks them, and re-scans the plugin
@@ -288,7 +392,7 @@ impl Engine {
     /// `keep_tasks_on_stop` and `cancel_grace_s` take effect now; the changed
     /// keys that wait for the next start are returned. A file, host or
     /// profile with an error changes nothing.
-    fn reload(&mut self) -> Result<Vec<String>, AgentError> {
+    fn reload(&mut self, round: &mut Round) -> Result<Vec<String>, AgentError> {
         let refuse = |e: &dyn std::fmt::Display| {
             AgentError::Failed(format!("cannot reload: {e}; nothing changed"))
         };
@@ -305,11 +409,37 @@ impl Engine {
             .source
             .plugins(&config, &plugin_dir)
             .map_err(|e| refuse(&e))?;
+        let file = self.source.path();
+        policy_params::check_tables(&config, file.as_deref(), &registry).map_err(|e| refuse(&e))?;
+        // The active policy is rebuilt when its table changed.
+        let name = self.core.policy_name().to_string();
+        let rebuilt = match (self.registry.get(&name), registry.get(&name)) {
+            (Some(old), Some(new)) => {
+                let before =
+                    policy_params::table(&self.config, file.as_deref(), old).unwrap_or_default();
+                let after =
+                    policy_params::table(&config, file.as_deref(), new).map_err(|e| refuse(&e))?;
+                if before == after {
+                    None
+                } else {
+                    let params = policy_params::effective(after, &self.policy_params);
+                    Some(new.instantiate(&params).map_err(|e| refuse(&e))?)
+                }
+            }
+            _ => None,
+        };
         for failure in &registry.failures {
             log::warn!("plugin skipped: {failure}");
         }
         let pending = self.config.start_only_changes(&config);
         self.registry = registry;
+        self.config.policies = config.policies;
+        if let Some(policy) = rebuilt {
+            log::info!("policy {name} rebuilt with its new [policies.{name}] table");
+            let actions = self.core.set_policy(self.time.model_now(), policy);
+            round.notice(self.policy_notice());
+            self.apply(actions, round);
+        }
         self.config.plugin_dir = config.plugin_dir;
         self.config.keep_tasks_on_stop = config.keep_tasks_on_stop;
         self.config.cancel_grace_s = config.cancel_grace_s;
