@@ -62,6 +62,22 @@ if [ -d "$SHARED/traces/alibaba-gpu-v2023" ]; then
         --json >"$work/alibaba-import.json"
     compare alibaba "$work/alibaba.toml" "$work/alibaba.csv" "$REPEAT"
 fi
+# edf-hier's dealing (docs/policies.md): RR, EDF1, EDF2, EDF3 on the random
+# instances (2 groups of their 8 GPUs) and the Alibaba slice (4 groups of 32),
+# whose host file has no prices: it is priced here at assumed on-demand list
+# prices per GPU-hour (V100 2.48, T4 0.35).
+dealing=()
+for seed in "${SEEDS[@]}"; do
+    dealing+=("random-$seed:$work/random-$seed.toml:$work/random-$seed.csv:2")
+done
+if [ -f "$work/alibaba.toml" ]; then
+    sed -e '/^model = "V100/a cost_per_hour = 2.48' -e '/^model = "T4"/a cost_per_hour = 0.35' \
+        "$work/alibaba.toml" >"$work/alibaba-priced.toml"
+    dealing+=("alibaba:$work/alibaba-priced.toml:$work/alibaba.csv:4")
+fi
+say "edf-hier dealing: RR, EDF1, EDF2, EDF3"
+python3 "$OUT/edf_dealing.py" "$GPUCTL" "$work" "$REPEAT" "${dealing[@]}"
+
 if [ -f "$SHARED/sos/sim_5_machines.txt" ]; then
     say "converting the SOS workload"
     "$GPUCTL" trace import sos "$SHARED/sos/sim_5_machines.txt" \

@@ -7,8 +7,10 @@
 //! 1. **Groups.** The devices form K = `groups` groups: device j belongs to
 //!    group j mod K (host files list devices model by model, so each group gets
 //!    a share of every model). K above the device count is a policy error.
-//! 2. **Dealing.** The pending tasks, sorted by (deadline, arrival, key), are
-//!    dealt round-robin to the groups `group_size` at a time ([`deal::deal`]).
+//! 2. **Dealing.** The pending tasks, sorted by (deadline, arrival, key)
+//!    (`dealing = edf`, the default: EDF1, EDF2, EDF3 for `group_size` 1, 2,
+//!    3) or in arrival order (`dealing = rr`, the earlier work's round robin),
+//!    are dealt round-robin to the groups `group_size` at a time ([`deal::deal`]).
 //!    A task that none of its device counts (`gpus`, then `alt_gpus`) fits in
 //!    its group's usable devices (online, enough memory, finite run time) goes
 //!    to the first of the following groups, cyclically, where one fits; if no
@@ -135,7 +137,7 @@ impl PolicyImpl for EdfHier {
 gpu_agent_plugin_api::export_policy! {
     name: "edf-hier",
     description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
-    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5]],
+    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6]],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
 }
 
@@ -254,6 +256,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "dealing",
                 "groups",
                 "group_size",
                 "period_s",

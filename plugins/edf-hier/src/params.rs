@@ -1,6 +1,6 @@
 //! The policy's parameters, their defaults and their checks.
 
-use gpu_agent_plugin_api::{param, Param, ParamInfo};
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
 
 /// The most tasks one MILP may hold (`milp_max_tasks`): at 8, microlp's branch
 /// and bound already runs for seconds on hard instances.
@@ -8,8 +8,16 @@ pub const MAX_MILP_TASKS: usize = 8;
 /// The most configurations one task may bring to a MILP (`max_configs`).
 pub const MAX_CONFIGS: usize = 16;
 
+const DEALINGS: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
+
 /// The parameters `edf-hier` takes, as the plugin lists them.
-pub const INFO: [ParamInfo; 6] = [
+pub const INFO: [ParamInfo; 7] = [
+    ParamInfo::choice(
+        "dealing",
+        "edf",
+        DEALINGS,
+        "order the pending tasks are dealt to the groups in: rr, arrival order (the earlier work's round robin); edf, earliest deadline first",
+    ),
     ParamInfo::integer(
         "groups",
         "1",
@@ -19,7 +27,7 @@ pub const INFO: [ParamInfo; 6] = [
     ParamInfo::integer(
         "group_size",
         "1",
-        "tasks dealt to a group at a time, in deadline order",
+        "tasks dealt to a group at a time (EDF1, EDF2, EDF3 with dealing = edf)",
     )
     .at_least(1.0)
     .at_most(3.0),
@@ -47,9 +55,20 @@ pub const INFO: [ParamInfo; 6] = [
         .at_most(MAX_CONFIGS as f64),
 ];
 
+/// The order the pending tasks are dealt to the groups in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dealing {
+    /// Arrival order: round robin as is.
+    Rr,
+    /// Earliest deadline first.
+    Edf,
+}
+
 /// `edf-hier`'s settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
+    /// The order tasks are dealt in.
+    pub dealing: Dealing,
     /// K, the number of device groups.
     pub groups: usize,
     /// Tasks dealt to a group at a time (1, 2 or 3).
@@ -67,6 +86,7 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Params {
         Params {
+            dealing: Dealing::Edf,
             groups: 1,
             group_size: 1,
             period_s: 60.0,
@@ -82,6 +102,13 @@ impl Params {
     /// expects and what it got.
     pub fn parse(params: &[Param]) -> Result<Params, String> {
         let mut p = Params::default();
+        if let Some(v) = param(params, "dealing") {
+            p.dealing = match v.trim() {
+                "rr" => Dealing::Rr,
+                "edf" => Dealing::Edf,
+                _ => return Err(bad("dealing", "one of rr, edf", v)),
+            };
+        }
         if let Some(v) = param(params, "groups") {
             p.groups =
                 integer(v, 1, usize::MAX).ok_or_else(|| bad("groups", "an integer >= 1", v))?;
@@ -162,6 +189,7 @@ mod tests {
     #[test]
     fn values_are_read() {
         let p = Params::parse(&params(&[
+            ("dealing", "rr"),
             ("groups", "3"),
             ("group_size", "2"),
             ("period_s", "2.5"),
@@ -173,6 +201,7 @@ mod tests {
         assert_eq!(
             p,
             Params {
+                dealing: Dealing::Rr,
                 groups: 3,
                 group_size: 2,
                 period_s: 2.5,
@@ -186,6 +215,11 @@ mod tests {
     #[test]
     fn bad_values_are_refused_naming_the_parameter() {
         let cases = [
+            (
+                "dealing",
+                "fifo",
+                "dealing: expected one of rr, edf, got \"fifo\"",
+            ),
             ("groups", "0", "groups: expected an integer >= 1, got \"0\""),
             (
                 "groups",

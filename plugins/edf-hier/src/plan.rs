@@ -8,7 +8,7 @@ use crate::config::{candidate, holds, usable, Candidate, Config};
 use crate::deal::{deal, device_groups, edf_order};
 use crate::greedy::{self, Placement};
 use crate::milp;
-use crate::params::Params;
+use crate::params::{Dealing, Params};
 use crate::timeline::Timeline;
 
 /// How a task's place was chosen.
@@ -66,7 +66,19 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
     }
     let now = view.now;
     let groups = device_groups(m, params.groups);
-    let order: Vec<(usize, TaskKey)> = edf_order(view).into_iter().enumerate().collect();
+    // (deadline rank, task) in the order of dealing; groups sort theirs by
+    // deadline rank.
+    let edf = edf_order(view);
+    let order: Vec<(usize, TaskKey)> = match params.dealing {
+        Dealing::Edf => edf.into_iter().enumerate().collect(),
+        Dealing::Rr => {
+            let mut rank = std::collections::HashMap::with_capacity(edf.len());
+            for (r, &key) in edf.iter().enumerate() {
+                rank.insert(key, r);
+            }
+            view.pending.iter().map(|k| (rank[k], *k)).collect()
+        }
+    };
     let mut members: Vec<Vec<(usize, TaskKey)>> = vec![Vec::new(); groups.len()];
     let mut spanning = Vec::new();
     for (g, dealt) in deal(&order, params.groups, params.group_size)
@@ -335,6 +347,41 @@ mod tests {
                 (1, vec![2], 0.0, 3.0, Method::Greedy),
                 (2, vec![1], 0.0, 4.0, Method::Greedy),
                 (3, vec![3], 0.0, 5.0, Method::Greedy),
+            ]
+        );
+    }
+
+    #[test]
+    fn rr_deals_in_arrival_order_and_edf_in_deadline_order() {
+        // Four equal devices: group 0 = {0, 2}, group 1 = {1, 3}. Tasks 0..3
+        // arrive in key order with deadlines 13, 12, 11, 10: their deadline
+        // order is the reverse.
+        let mut f = Fixture::new(0.0);
+        f.devices = (0..4).map(|j| device(j, 1.0, 0.0)).collect();
+        f.tasks = (0..4).map(|k| task(k, 2.0, 13.0 - k as f64, 1.0)).collect();
+        let rr = Params {
+            dealing: Dealing::Rr,
+            ..params(2, 1, 6)
+        };
+        // RR, one at a time: 0, 2 to group 0 and 1, 3 to group 1; each group
+        // then plans its own in deadline order.
+        assert_eq!(
+            rows(&plan(&f.view(), &rr, Scope::All).unwrap()),
+            [
+                (2, vec![0], 0.0, 2.0, Method::Greedy),
+                (0, vec![2], 0.0, 2.0, Method::Greedy),
+                (3, vec![1], 0.0, 2.0, Method::Greedy),
+                (1, vec![3], 0.0, 2.0, Method::Greedy),
+            ]
+        );
+        // EDF1: deadline order 3, 2, 1, 0: 3, 1 to group 0 and 2, 0 to group 1.
+        assert_eq!(
+            rows(&plan(&f.view(), &params(2, 1, 6), Scope::All).unwrap()),
+            [
+                (3, vec![0], 0.0, 2.0, Method::Greedy),
+                (1, vec![2], 0.0, 2.0, Method::Greedy),
+                (2, vec![1], 0.0, 2.0, Method::Greedy),
+                (0, vec![3], 0.0, 2.0, Method::Greedy),
             ]
         );
     }
