@@ -15,8 +15,10 @@
 //! end of its device's local queue then.
 //!
 //! Beyond the baseline, which has none of these: a device that cannot hold a
-//! task (memory, run time, offline) counts as full for it; a task that no
-//! device could ever hold, and a gang, are refused; a task cancelled before
+//! task (memory, run time, offline) counts as full for it; a task that too
+//! few devices could ever hold is refused; a gang of k goes, one copy each,
+//! to the k cheapest devices that can hold it and joins their local queues
+//! once its last copy has left; a task cancelled before
 //! admission is dropped, one cancelled in a virtual schedule keeps its place
 //! until it would have left; a task leaving for an offline device waits for
 //! it.
@@ -38,8 +40,9 @@ pub struct Baseline {
     tick_s: f64,
     batch: usize,
     model: Option<TickModel<TaskKey>>,
-    /// Tasks that left for a device that was offline: (task, device).
-    held: Vec<(TaskKey, u32)>,
+    /// Tasks that left their virtual schedules, waiting while one of their
+    /// devices is offline: (task, devices).
+    held: Vec<(TaskKey, Vec<u32>)>,
     /// The last wake-up asked for.
     asked: Option<f64>,
 }
@@ -61,24 +64,19 @@ impl Baseline {
     /// The task as the baseline holds it, or why it cannot be placed.
     fn job(&self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
         let task = view.task(key);
-        if task.gpus != 1 {
-            return Err(format!(
-                "sos (model=baseline) places single-GPU tasks only; this one needs {} GPUs (model=paper places gangs)",
-                task.gpus
-            ));
-        }
         let n = view.devices.len();
         let mut job = Job {
             weight: task.weight.round().clamp(0.0, 255.0) as u8,
             p: Vec::with_capacity(n),
             alpha: Vec::with_capacity(n),
             fits: Vec::with_capacity(n),
+            gpus: task.gpus as usize,
         };
-        let mut ever = false;
+        let mut ever = 0;
         for d in view.devices.iter() {
             let runtime = task.runtime_on(d);
             let holds = d.memory_gb >= task.mem_gb && runtime.is_finite();
-            ever |= holds;
+            ever += usize::from(holds);
             let p = if runtime.is_finite() {
                 (runtime / self.tick_s).round().clamp(1.0, 255.0) as u8
             } else {
@@ -89,10 +87,13 @@ impl Baseline {
                 .push((self.alpha * f64::from(p) + EPS).floor().clamp(1.0, 255.0) as u8);
             job.fits.push(holds && d.online);
         }
-        if ever {
+        if ever >= job.gpus {
             Ok(job)
         } else {
-            Err("no device can hold this task (memory or run time)".into())
+            Err(format!(
+                "too few devices can hold this task (it needs {}, {ever} can)",
+                job.gpus
+            ))
         }
     }
 
@@ -113,18 +114,18 @@ impl Baseline {
         }
     }
 
-    /// Joins `key` to the end of `device`'s local queue, or holds it while
-    /// the device is offline; a task no longer pending (cancelled) is dropped.
-    fn assign(view: &View<'_>, key: TaskKey, device: u32, out: &mut Vec<Decision>) -> bool {
+    /// Joins `key` to the end of its devices' local queues, or holds it while
+    /// one is offline; a task no longer pending (cancelled) is dropped.
+    fn assign(view: &View<'_>, key: TaskKey, devices: &[u32], out: &mut Vec<Decision>) -> bool {
         if view.task(key).state != TaskState::Pending {
             return true;
         }
-        if !view.devices[device as usize].online {
+        if devices.iter().any(|&d| !view.devices[d as usize].online) {
             return false;
         }
         out.push(Decision::Assign {
             task: key,
-            devices: vec![device].into(),
+            devices: devices.to_vec().into(),
             position: ROption::RNone,
             clocks: ROption::RNone,
         });
@@ -161,11 +162,12 @@ impl PolicyImpl for Baseline {
         let model = self.model.as_mut().expect("made");
         if last >= model.tick() as f64 {
             model.run_until(last as u64, |left| {
-                self.held.push((left.key, left.device as u32));
+                let devices = left.devices.iter().map(|&d| d as u32).collect();
+                self.held.push((left.key, devices));
             });
         }
         self.held
-            .retain(|&(key, device)| !Baseline::assign(view, key, device, &mut out));
+            .retain(|(key, devices)| !Baseline::assign(view, *key, devices, &mut out));
         if let Some(tick) = model.next_event() {
             let time = tick as f64 * self.tick_s;
             if self.asked != Some(time) {

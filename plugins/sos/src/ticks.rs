@@ -43,6 +43,10 @@ pub struct Job {
     pub alpha: Vec<u8>,
     /// Devices that can hold it (the baseline's are all).
     pub fits: Vec<bool>,
+    /// Devices it needs at once (the baseline's jobs need 1). A gang goes,
+    /// one copy each, to the `gpus` cheapest devices that can hold it (ties
+    /// to the lower index) and leaves once its last copy has.
+    pub gpus: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -330,15 +334,24 @@ impl Machine {
     }
 }
 
-/// A job that left its virtual schedule: the caller's key and its device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A job that left its virtual schedule(s): the caller's key and its devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Left<K> {
     /// The tick it left at.
     pub tick: u64,
     /// The caller's key.
     pub key: K,
-    /// The device.
-    pub device: usize,
+    /// Its devices, in index order (one but for a gang).
+    pub devices: Vec<usize>,
+}
+
+/// A job in flight: its key, its devices, and its copies still in virtual
+/// schedules.
+#[derive(Debug, Clone)]
+struct InFlight<K> {
+    key: K,
+    devices: Vec<usize>,
+    copies: usize,
 }
 
 /// The baseline's scheduler and admission loop.
@@ -362,8 +375,8 @@ pub struct TickModel<K> {
     /// The id the next job gets, and how many ids there are.
     next_id: u32,
     ids: u32,
-    /// The key of each id in flight.
-    keys: std::collections::HashMap<u32, K>,
+    /// Each id in flight.
+    keys: std::collections::HashMap<u32, InFlight<K>>,
     /// Scratch: each device's (cost, position) for the newcomer.
     costs: Vec<(u32, u8)>,
 }
@@ -428,7 +441,9 @@ impl<K: Copy> TickModel<K> {
                 .machines
                 .iter()
                 .zip(&job.fits)
-                .any(|(m, &fits)| fits && !m.full)
+                .filter(|(m, &fits)| fits && !m.full)
+                .count()
+                >= job.gpus.max(1)
     }
 
     /// The next tick at which a job can leave or be admitted, if any.
@@ -477,7 +492,14 @@ impl<K: Copy> TickModel<K> {
             let (_, key, job) = self.waiting.pop_front().expect("admissible");
             let id = self.next_id;
             self.next_id = if id == self.ids { 1 } else { id + 1 };
-            self.keys.insert(id, key);
+            self.keys.insert(
+                id,
+                InFlight {
+                    key,
+                    devices: Vec::new(),
+                    copies: 0,
+                },
+            );
             self.admitted += 1;
             self.in_flight += 1;
             Some((id, job))
@@ -493,45 +515,67 @@ impl<K: Copy> TickModel<K> {
                 None => m.cost_stage(0, 0),
             };
         }
-        let mut chosen = None;
+        // (device, id, alpha, position) of each copy placed.
+        let mut chosen: Vec<(usize, u32, u8, u8)> = Vec::new();
         if let Some((id, job)) = &newcomer {
-            let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
-            for d in 0..n {
-                if self.machines[d].full || !job.fits[d] {
-                    continue;
+            let mut devices = if job.gpus <= 1 {
+                let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
+                for d in 0..n {
+                    if self.machines[d].full || !job.fits[d] {
+                        continue;
+                    }
+                    if costs[d].0 < least {
+                        best = d;
+                        least = costs[d].0;
+                    } else if costs[d].0 == costs[best].0 {
+                        equal += 1;
+                    }
                 }
-                if costs[d].0 < least {
-                    best = d;
-                    least = costs[d].0;
-                } else if costs[d].0 == costs[best].0 {
-                    equal += 1;
+                if equal == n {
+                    best = self.turn;
+                    self.turn = (self.turn + 1) % n;
                 }
+                vec![best]
+            } else {
+                let mut open: Vec<usize> = (0..n)
+                    .filter(|&d| !self.machines[d].full && job.fits[d])
+                    .collect();
+                open.sort_by_key(|&d| (costs[d].0, d));
+                open.truncate(job.gpus);
+                open
+            };
+            devices.sort_unstable();
+            for &d in &devices {
+                let (w, p) = (job.weight, job.p[d]);
+                self.machines[d].incoming = Some(CostEntry {
+                    job: *id,
+                    proc: p,
+                    weight: w,
+                    wspt: w / p,
+                });
+                chosen.push((d, *id, job.alpha[d], costs[d].1));
             }
-            if equal == n {
-                best = self.turn;
-                self.turn = (self.turn + 1) % n;
-            }
-            let (w, p) = (job.weight, job.p[best]);
-            self.machines[best].incoming = Some(CostEntry {
-                job: *id,
-                proc: p,
-                weight: w,
-                wspt: w / p,
-            });
-            chosen = Some((best, *id, job.alpha[best], costs[best].1));
+            let flight = self.keys.get_mut(id).expect("just admitted");
+            flight.copies = devices.len();
+            flight.devices = devices;
         }
         self.costs = costs;
         let mut all_full = true;
         for (d, m) in self.machines.iter_mut().enumerate() {
-            let mine = chosen.filter(|c| c.0 == d);
+            let mine = chosen.iter().find(|c| c.0 == d).copied();
             let pop = m.alpha_stage(mine.map(|(_, id, alpha, _)| (id, alpha)));
             if let Some(id) = m.queue_stage(mine.map(|(_, id, _, at)| (id, at)), pop) {
-                if let Some(key) = self.keys.remove(&id) {
+                let last = self.keys.get_mut(&id).is_some_and(|f| {
+                    f.copies -= 1;
+                    f.copies == 0
+                });
+                if last {
+                    let f = self.keys.remove(&id).expect("in flight");
                     self.in_flight -= 1;
                     left(Left {
                         tick,
-                        key,
-                        device: d,
+                        key: f.key,
+                        devices: f.devices,
                     });
                 }
             }
@@ -569,10 +613,20 @@ mod tests {
             .map(|_| {
                 release += next(4);
                 let p: Vec<u8> = (0..devices).map(|_| 1 + next(40) as u8).collect();
+                let fits: Vec<bool> = (0..devices).map(|_| next(8) != 0).collect();
+                let holding = fits.iter().filter(|&&f| f).count();
+                // As the policy makes them: a job some devices can hold, a gang
+                // of 2 now and then where two can.
+                let gpus = if holding >= 2 && next(6) == 0 { 2 } else { 1 };
+                let mut fits = fits;
+                if holding == 0 {
+                    fits[0] = true;
+                }
                 let job = Job {
                     weight: next(256) as u8,
                     alpha: p.iter().map(|&p| (p * 3 / 5).max(1)).collect(),
-                    fits: (0..devices).map(|_| next(8) != 0).collect(),
+                    fits,
+                    gpus,
                     p,
                 };
                 (release, job)
@@ -613,6 +667,7 @@ mod tests {
                 p: vec![4, 6],
                 alpha: vec![2, 3],
                 fits: vec![true, true],
+                gpus: 1,
             },
         );
         let mut left = Vec::new();
@@ -624,7 +679,7 @@ mod tests {
             [Left {
                 tick: 2,
                 key: 7,
-                device: 0
+                devices: vec![0]
             }]
         );
         assert_eq!(m.next_event(), None);
