@@ -86,7 +86,7 @@ def main():
     build = (
         "release build"
         if "release" in gpuctl
-        else "dev build (the planner and the LP solver crates are optimised in it too)"
+        else "dev build, whose planner and LP solver crates are optimised too"
     )
     rng = random.Random(15)
     rows = []
@@ -113,8 +113,8 @@ def main():
         f"≥ LB) before it was printed. exact runs with a {TIME_LIMIT_S} s limit and starts "
         "from greedy's plan: `*` marks a plan not proven optimal (the limit struck). "
         "rounding's bound is 2·Σm + |C'|, C' the LP's support (all of C when the grid is "
-        f"small). Times are the wall seconds `solve_s` of the {build} (LP bound included, "
-        "file reading excluded), one run each.\n"
+        f"small). Times are the wall seconds `solve_s` of the {build}: LP bound included, "
+        "file reading excluded, one run each.\n"
     )
     w("| model | # | models | LP | LB | exact | s | rounding (bound) | s | greedy | s |")
     w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
