@@ -661,7 +661,11 @@ impl<P: PolicyImpl> Policy for Guarded<P> {
             return ROk(RVec::new());
         };
         match catch_panic(|| self.0.on_event(view, event)) {
-            Ok(decisions) => ROk(decisions.into_iter().map(NonExhaustive::new).collect()),
+            Ok(decisions) => {
+                let mut out = RVec::with_capacity(decisions.len());
+                out.extend(decisions.into_iter().map(NonExhaustive::new));
+                ROk(out)
+            }
             Err(e) => RErr(e.into()),
         }
     }

@@ -15,5 +15,6 @@ pub mod import;
 pub mod input;
 pub mod replay;
 pub mod schedule;
+mod stopwatch;
 
 pub use replay::{simulate, Outcome, SchedulingTime, SimError};

@@ -6,10 +6,7 @@
 //! draws the DVFS model's power for its app at its clocks, and an idle device
 //! draws its catalogue idle power.
 
-use std::{
-    collections::HashSet,
-    time::{Duration, Instant},
-};
+use std::collections::HashSet;
 
 use gpu_agent_plugin_api::TaskKey;
 
@@ -22,6 +19,7 @@ use gpu_agent_core::{Action, Core, Input};
 
 use crate::input::trace::Trace;
 use crate::schedule::ScheduleRow;
+use crate::stopwatch::Stopwatch;
 
 /// Why a simulation could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +125,7 @@ pub fn simulate(
         busy_s: vec![0.0; host.devices.len()],
     };
     let mut next = 0;
-    let mut clock = Stopwatch::default();
+    let mut clock = Stopwatch::new();
     loop {
         let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
         let agenda_first = run
@@ -191,27 +189,10 @@ pub fn simulate(
         schedule: run.schedule,
         faults: run.faults,
         scheduling: SchedulingTime {
-            wall_s: clock.total.as_secs_f64(),
-            decision_points: clock.calls,
+            wall_s: clock.total().as_secs_f64(),
+            decision_points: clock.calls(),
         },
     })
-}
-
-/// Adds up the wall time of the calls it times.
-#[derive(Default)]
-struct Stopwatch {
-    total: Duration,
-    calls: u64,
-}
-
-impl Stopwatch {
-    fn time<T>(&mut self, call: impl FnOnce() -> T) -> T {
-        let started = Instant::now();
-        let result = call();
-        self.total += started.elapsed();
-        self.calls += 1;
-        result
-    }
 }
 
 /// The simulator's bookkeeping while it runs.

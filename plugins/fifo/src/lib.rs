@@ -19,6 +19,9 @@ pub struct Fifo;
 
 impl PolicyImpl for Fifo {
     fn on_event(&mut self, view: &View<'_>, _event: &Event) -> Result<Vec<Decision>, String> {
+        if view.pending.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut avail: Vec<f64> = view.devices.iter().map(|d| d.available_at).collect();
         let mut decisions = Vec::new();
         for &key in view.pending.iter() {

@@ -19,25 +19,37 @@
 use gpu_agent_eft_rule::{choose, runtimes_into, Scratch};
 use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View};
 
-/// The greedy earliest-finish-time policy. It keeps no state.
+/// The greedy earliest-finish-time policy. It keeps no state from one event
+/// to the next, only buffers.
 #[derive(Debug, Default)]
-pub struct GreedyEft;
+pub struct GreedyEft {
+    avail: Vec<f64>,
+    runtimes: Vec<f64>,
+    scratch: Scratch,
+}
 
 impl PolicyImpl for GreedyEft {
     fn on_event(&mut self, view: &View<'_>, _event: &Event) -> Result<Vec<Decision>, String> {
-        let mut avail: Vec<f64> = view.devices.iter().map(|d| d.available_at).collect();
-        let mut runtimes = Vec::with_capacity(avail.len());
-        let mut scratch = Scratch::default();
-        let mut decisions = Vec::new();
+        if view.pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let GreedyEft {
+            avail,
+            runtimes,
+            scratch,
+        } = self;
+        avail.clear();
+        avail.extend(view.devices.iter().map(|d| d.available_at));
+        let mut decisions = Vec::with_capacity(view.pending.len());
         for &key in view.pending.iter() {
-            runtimes_into(view, view.task(key), &mut runtimes);
-            let mut chosen = Vec::new();
+            runtimes_into(view, view.task(key), runtimes);
+            let mut chosen = Vec::with_capacity(view.task(key).gpus as usize);
             let Some(end) = choose(
                 view.now,
                 view.task(key).gpus,
-                &runtimes,
-                &avail,
-                &mut scratch,
+                runtimes,
+                avail,
+                scratch,
                 &mut chosen,
             ) else {
                 // Not enough online devices for it right now: leave it pending.
@@ -61,5 +73,5 @@ gpu_agent_plugin_api::export_policy! {
     name: "greedy-eft",
     description: "greedy earliest finish time on heterogeneous devices",
     parameters: [],
-    new: |_params: &[gpu_agent_plugin_api::Param]| Ok::<_, String>(GreedyEft),
+    new: |_params: &[gpu_agent_plugin_api::Param]| Ok::<_, String>(GreedyEft::default()),
 }

@@ -133,19 +133,11 @@ impl Core {
                     t.id
                 ));
             }
-            let model = self.slots[d as usize].spec.model;
-            let (lo, hi) = (
-                model.core_min_mhz() as f64 / model.core_default_mhz as f64,
-                model.core_max_mhz() as f64 / model.core_default_mhz as f64,
-            );
-            let (mlo, mhi) = (
-                model.mem_min_mhz() as f64 / model.mem_default_mhz as f64,
-                model.mem_max_mhz() as f64 / model.mem_default_mhz as f64,
-            );
+            let [(lo, hi), (mlo, mhi)] = slot.clock_range;
             if !(lo..=hi).contains(&clocks.core) || !(mlo..=mhi).contains(&clocks.mem) {
                 return Err(format!(
                     "asked for clocks core {} mem {} on device {d} ({}), outside core {lo:.3}..{hi:.3} mem {mlo:.3}..{mhi:.3}",
-                    clocks.core, clocks.mem, model.name
+                    clocks.core, clocks.mem, slot.spec.model.name
                 ));
             }
             runtime = runtime.max(t.runtime_on(view));
@@ -157,18 +149,14 @@ impl Core {
         })
     }
 
-    pub(super) fn take_pending(&mut self, task: TaskKey) {
-        // Tasks usually leave from the back (just arrived) or the front (oldest).
-        let at = self
-            .pending
-            .iter()
-            .rposition(|&k| k == task)
-            .expect("task is pending");
-        self.pending.remove(at);
+    fn take_pending(&mut self, task: TaskKey) {
+        let taken = self.pending.remove(task);
+        assert!(taken, "task {task} is pending");
     }
 
     fn enqueue(&mut self, task: TaskKey, placement: Placement, position: Option<usize>) {
-        let devices = placement.devices.clone();
+        let placement = self.placements[task as usize].insert(placement);
+        let devices = &placement.devices;
         match position {
             Some(p) => {
                 let slot = &mut self.slots[devices[0] as usize];
@@ -187,18 +175,22 @@ impl Core {
                         .iter()
                         .map(|&d| self.slots[d as usize].projected_free)
                         .fold(self.now, f64::max);
-                    for &d in &devices {
+                    for &d in devices {
                         self.slots[d as usize].projected_free = start + placement.runtime;
                     }
                 }
-                for &d in &devices {
+                for &d in devices {
                     self.slots[d as usize].queue.push(task);
                 }
             }
         }
-        for &d in &devices {
-            self.touch(d);
+        for &d in devices {
+            let slot = &mut self.slots[d as usize];
+            slot.view_stale = true;
+            if !slot.touched {
+                slot.touched = true;
+                self.touched.push(d);
+            }
         }
-        self.placements[task as usize] = Some(placement);
     }
 }

@@ -18,7 +18,9 @@
 //!   lost or placed twice.
 
 mod decide;
+mod pending;
 mod projection;
+mod views;
 
 use gpu_agent_plugin_api::{
     abi_stable::{
@@ -27,6 +29,9 @@ use gpu_agent_plugin_api::{
     },
     Clocks, Device, Event, Task, TaskKey, TaskState, View,
 };
+
+use pending::Pending;
+use views::Views;
 
 use crate::host::DeviceSpec;
 use crate::policy::{builtin_fifo, PolicyInstance};
@@ -107,6 +112,11 @@ pub(crate) struct Slot {
     pub projected_free: f64,
     /// Marked for a dispatch check.
     pub touched: bool,
+    /// Changed since the policies' view of it was last refreshed (its running
+    /// task, its queue or its projection).
+    pub view_stale: bool,
+    /// The normalised clocks the device accepts: core (min, max), memory (min, max).
+    pub clock_range: [(f64, f64); 2],
 }
 
 impl Slot {
@@ -118,9 +128,15 @@ impl Slot {
 /// The scheduler core. See the module documentation.
 pub struct Core {
     slots: Vec<Slot>,
+    /// The policies' device views, refreshed in place at each call.
+    views: Views,
+    /// Device memories, ascending (to count the devices a task fits).
+    memories: Vec<f64>,
+    /// The slowest device's speed.
+    min_speed: f64,
     tasks: Vec<Task>,
     placements: Vec<Option<Placement>>,
-    pending: Vec<TaskKey>,
+    pending: Pending,
     policy: PolicyInstance,
     /// True once the core runs the built-in fallback.
     fallen_back: bool,
@@ -133,23 +149,49 @@ pub struct Core {
 impl Core {
     /// A core over `devices` (indexed 0..) run by `policy`.
     pub fn new(devices: Vec<DeviceSpec>, policy: PolicyInstance) -> Core {
-        let slots = devices
+        let slots: Vec<Slot> = devices
             .into_iter()
-            .map(|spec| Slot {
-                spec,
-                running: None,
-                running_until: 0.0,
-                queue: Vec::new(),
-                head: 0,
-                projected_free: 0.0,
-                touched: false,
+            .map(|spec| {
+                let model = spec.model;
+                let (core, mem) = (
+                    f64::from(model.core_default_mhz),
+                    f64::from(model.mem_default_mhz),
+                );
+                Slot {
+                    clock_range: [
+                        (
+                            f64::from(model.core_min_mhz()) / core,
+                            f64::from(model.core_max_mhz()) / core,
+                        ),
+                        (
+                            f64::from(model.mem_min_mhz()) / mem,
+                            f64::from(model.mem_max_mhz()) / mem,
+                        ),
+                    ],
+                    spec,
+                    running: None,
+                    running_until: 0.0,
+                    queue: Vec::new(),
+                    head: 0,
+                    projected_free: 0.0,
+                    touched: false,
+                    view_stale: true,
+                }
             })
             .collect();
+        let mut memories: Vec<f64> = slots.iter().map(|s| s.spec.memory_gb).collect();
+        memories.sort_by(f64::total_cmp);
         Core {
+            views: Views::new(&slots),
+            memories,
+            min_speed: slots
+                .iter()
+                .map(|s| s.spec.speed)
+                .fold(f64::INFINITY, f64::min),
             slots,
             tasks: Vec::new(),
             placements: Vec::new(),
-            pending: Vec::new(),
+            pending: Pending::default(),
             policy,
             fallen_back: false,
             now: 0.0,
@@ -176,7 +218,7 @@ impl Core {
 
     /// Tasks in the central pending queue.
     pub fn pending(&self) -> &[TaskKey] {
-        &self.pending
+        self.pending.as_slice()
     }
 
     /// Why no set of this host's devices could ever hold `spec`, if none could:
@@ -240,7 +282,9 @@ impl Core {
             .get(key as usize)
             .ok_or_else(|| format!("no task key {key}"))?;
         match task.state {
-            TaskState::Pending => self.take_pending(key),
+            TaskState::Pending => {
+                self.pending.remove(key);
+            }
             TaskState::Queued => {
                 let placement = self.placements[key as usize]
                     .take()
@@ -304,22 +348,22 @@ impl Core {
                 self.slots.len()
             ));
         }
-        let largest = self
-            .slots
-            .iter()
-            .map(|s| s.spec.memory_gb)
-            .fold(0.0, f64::max);
+        let largest = self.memories.last().copied().unwrap_or(0.0);
         if task.mem_gb > largest {
             return Some(format!(
                 "needs {} GB; the largest device has {largest} GB",
                 task.mem_gb
             ));
         }
-        let fitting = self
-            .slots
-            .iter()
-            .filter(|s| task.fits(&slot_view(s, self.now)))
-            .count();
+        let fitting = if task.runtimes.is_empty() && (task.workload / self.min_speed).is_finite() {
+            // Every device runs it in finite time: those with the memory qualify.
+            self.memories.len() - self.memories.partition_point(|&m| m < task.mem_gb)
+        } else {
+            self.slots
+                .iter()
+                .filter(|s| task.fits(&slot_view(s, self.now)))
+                .count()
+        };
         if fitting < need {
             return Some(format!(
                 "needs {need} GPU(s) with {} GB each and a finite run time; only {fitting} qualify",
@@ -354,6 +398,7 @@ impl Core {
 
     fn touch(&mut self, device: u32) {
         let slot = &mut self.slots[device as usize];
+        slot.view_stale = true;
         if !slot.touched {
             slot.touched = true;
             self.touched.push(device);
@@ -366,18 +411,16 @@ impl Core {
             projection::recompute(&mut self.slots, &self.placements, self.now);
             self.projection_stale = false;
         }
-        let devices: Vec<Device<'_>> = self.slots.iter().map(|s| slot_view(s, self.now)).collect();
         let view = View {
             now: self.now,
             tasks: RSlice::from_slice(&self.tasks),
-            pending: RSlice::from_slice(&self.pending),
-            devices: RSlice::from_slice(&devices),
+            pending: RSlice::from_slice(self.pending.as_slice()),
+            devices: RSlice::from_slice(self.views.refresh(&mut self.slots, self.now)),
         };
         let answer = self
             .policy
             .policy
             .on_event(&view, &NonExhaustive::new(event));
-        drop(devices);
         let outcome = answer
             .into_result()
             .map_err(|e| e.into_string())
@@ -427,9 +470,9 @@ impl Core {
             if !ready {
                 continue;
             }
-            let devices = placement.devices.clone();
-            for &g in &devices {
+            for &g in &placement.devices {
                 let slot = &mut self.slots[g as usize];
+                slot.view_stale = true;
                 slot.head += 1;
                 if slot.head > 64 && slot.head * 2 > slot.queue.len() {
                     slot.queue.drain(..slot.head);
@@ -449,6 +492,7 @@ impl Core {
             let slot = &mut self.slots[g as usize];
             slot.running = Some(key);
             slot.running_until = self.now + placement.runtime;
+            slot.view_stale = true;
         }
         self.tasks[key as usize].state = TaskState::Running;
         actions.push(Action::Start {

@@ -60,5 +60,6 @@ pub(super) fn recompute(slots: &mut [Slot], placements: &[Option<Placement>], no
     );
     for (slot, f) in slots.iter_mut().zip(free) {
         slot.projected_free = f;
+        slot.view_stale = true;
     }
 }

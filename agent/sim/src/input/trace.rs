@@ -1,6 +1,9 @@
 //! Workload traces (formats.md §1): CSV, one task a row.
 
-use std::{collections::HashMap, path::Path};
+use std::hash::BuildHasher;
+use std::path::Path;
+
+use hashbrown::{hash_table::Entry, DefaultHashBuilder, HashTable};
 
 use gpu_agent_core::apps::{AppLibrary, DEFAULT_APP};
 use gpu_agent_core::host::Host;
@@ -46,9 +49,10 @@ impl Trace {
         host: &Host,
         apps: &AppLibrary,
     ) -> Result<Trace, InputError> {
+        // Fields are trimmed and checked as UTF-8 one at a time, when read:
+        // the reader's own trimming copies every record.
         let mut csv = csv::ReaderBuilder::new()
             .comment(Some(b'#'))
-            .trim(csv::Trim::All)
             .from_reader(reader);
         let csv_error = |e: csv::Error| {
             let line = e.position().map(|p| p.line());
@@ -62,12 +66,17 @@ impl Trace {
             };
             InputError::at(path, line, None, message)
         };
-        let headers = csv.headers().map_err(csv_error)?.clone();
+        let headers: Vec<String> = csv
+            .headers()
+            .map_err(csv_error)?
+            .iter()
+            .map(|h| h.trim().to_string())
+            .collect();
         let column = |name: &str| headers.iter().position(|h| h == name);
         let mut warnings = Vec::new();
         for h in headers
             .iter()
-            .filter(|h| !REQUIRED.contains(h) && !OPTIONAL.contains(h))
+            .filter(|h| !REQUIRED.contains(&h.as_str()) && !OPTIONAL.contains(&h.as_str()))
         {
             warnings.push(format!("{}: ignoring unknown column {h:?}", path.display()));
         }
@@ -91,15 +100,25 @@ impl Trace {
             column("command"),
         );
 
-        let mut tasks = Vec::new();
-        let mut lines_by_id: HashMap<String, u64> = HashMap::new();
-        let mut record = csv::StringRecord::new();
-        while csv.read_record(&mut record).map_err(csv_error)? {
+        let mut tasks: Vec<TraceTask> = Vec::new();
+        // Rows by id, as indices into `tasks` (no copy of the ids).
+        let mut by_id: HashTable<u32> = HashTable::new();
+        let hasher = DefaultHashBuilder::default();
+        let mut record = csv::ByteRecord::new();
+        while csv.read_byte_record(&mut record).map_err(csv_error)? {
             let line = record.position().map_or(0, |p| p.line());
             let err = |col: &str, msg: String| {
                 InputError::at(path, Some(line), Some(format!("column {col}")), msg)
             };
-            let field = |i: usize| record.get(i).unwrap_or("");
+            if let Some(i) = (0..record.len()).find(|&i| std::str::from_utf8(&record[i]).is_err()) {
+                let col = headers.get(i).map_or("?", String::as_str);
+                return Err(err(col, "expected UTF-8 text".into()));
+            }
+            let field = |i: usize| {
+                record.get(i).map_or("", |bytes| {
+                    std::str::from_utf8(bytes.trim_ascii()).expect("checked as UTF-8 above")
+                })
+            };
             let number = |i: usize, name: &str, rule: Rule| {
                 let text = field(i);
                 match text.parse::<f64>() {
@@ -114,16 +133,24 @@ impl Trace {
                 }
             };
 
-            let id = field(id_col).to_string();
+            let id = field(id_col);
             if id.is_empty() {
                 return Err(err("id", "expected a non-empty id".into()));
             }
-            if let Some(first) = lines_by_id.insert(id.clone(), line) {
-                return Err(err(
-                    "id",
-                    format!("duplicate id {id:?} (first on line {first})"),
-                ));
-            }
+            let same_id = |&i: &u32| tasks[i as usize].spec.id == id;
+            let new_row = match by_id.entry(hasher.hash_one(id), same_id, |&i| {
+                hasher.hash_one(&tasks[i as usize].spec.id)
+            }) {
+                Entry::Occupied(first) => {
+                    let first = tasks[*first.get() as usize].line;
+                    return Err(err(
+                        "id",
+                        format!("duplicate id {id:?} (first on line {first})"),
+                    ));
+                }
+                Entry::Vacant(row) => row,
+            };
+            let id = id.to_string();
             let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
                 None => 1,
                 Some(text) => match text.parse::<u32>() {
@@ -220,6 +247,7 @@ impl Trace {
                 .map(field)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned);
+            new_row.insert(tasks.len() as u32);
             tasks.push(TraceTask {
                 line,
                 spec,
