@@ -2,17 +2,20 @@
 //! (dvfs-energy.md §3, §4): seeded task sets, each run with and without DVFS
 //! under the same rule, the energy split and the saving.
 
-use anyhow::{bail, Result};
+use std::io::Write as _;
+
+use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use gpu_agent_dvfs::cluster::{self, Algo, Config, OnlineAlgo, Outcome};
 use gpu_agent_dvfs::{Options, Search};
+use gpu_agent_sim::atomic::AtomicFile;
 use gpu_agent_sim::dvfs_paper::{generate, Mode};
 use serde::Serialize;
 
 use crate::emit_json;
 use crate::table::{Align, Table};
 
-const EXAMPLE: &str = "Examples (the paper's offline rows, l = 1, U = 1.0 and l = 16, U = 1.6):\n  gpuctl dvfs paper --gpus-per-server 1 --util 1.0 --sets 20 --compat\n  gpuctl dvfs paper --gpus-per-server 16 --util 1.6 --theta 1 --sets 20 --compat --json";
+const EXAMPLE: &str = "Examples (the paper's offline rows, l = 1, U = 1.0 and l = 16, U = 1.6; an online run):\n  gpuctl dvfs paper --gpus-per-server 1 --util 1.0 --sets 20 --compat\n  gpuctl dvfs paper --gpus-per-server 16 --util 1.6 --theta 1 --sets 20 --compat --json\n  gpuctl dvfs paper --mode online --gpus-per-server 16 --util 1.6 --sets 1 --schedule tasks.csv";
 
 /// Run the DVFS paper's experiments: 2048 GPU-CPU pairs in servers of L,
 /// seeded task sets placed by a rule with and without DVFS; print the mean
@@ -65,9 +68,48 @@ pub struct PaperArgs {
     /// Online: idle slots after which a server turns off.
     #[arg(long, default_value_t = 2)]
     rho: u32,
+    /// Write the DVFS run of the first set task by task (CSV): where and when
+    /// each task ran, its class, whether it was readjusted, V, fc, fm, its
+    /// time, power and energy, its energy at default clocks, and whether it
+    /// missed its deadline.
+    #[arg(long, value_name = "FILE.csv")]
+    schedule: Option<std::path::PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// The per-task columns of `--schedule` (dvfs-energy.md §6).
+const SCHEDULE_HEADER: &str =
+    "task,server,pair,start,end,deadline,class,readjusted,v,fc,fm,t,p,energy,energy_default,missed\n";
+
+/// `out` as `--schedule` CSV, tasks in placement order.
+fn schedule_csv(tasks: &[cluster::Task], out: &Outcome) -> String {
+    let mut text = String::from(SCHEDULE_HEADER);
+    for p in &out.placed {
+        let task = &tasks[p.task];
+        let s = p.point.setting;
+        text.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{:.4},{:.6},{:.6},{},{},{},{},{}\n",
+            p.task,
+            p.server,
+            p.pair,
+            p.start,
+            p.end,
+            task.deadline,
+            p.class.name(),
+            p.readjusted,
+            s.v,
+            s.fc,
+            s.fm,
+            p.point.t,
+            p.point.p,
+            p.point.energy(),
+            task.profile.default_point().energy(),
+            p.end > task.deadline
+        ));
+    }
+    text
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -189,6 +231,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
     let n = args.sets as f64;
     let (mut on_m, mut off_m) = (Means::default(), Means::default());
     let mut tasks = 0;
+    let mut schedule = None;
     for s in 0..args.sets {
         let run = |c: &Config, set: &[cluster::Task]| match online {
             None => cluster::offline(set, algo, c),
@@ -201,7 +244,11 @@ pub fn run(args: PaperArgs) -> Result<()> {
         };
         let set = generate(mode, args.util, args.seed + s);
         tasks = set.len();
-        on_m.add(&run(&cfg, &set), n);
+        let outcome = run(&cfg, &set);
+        if s == 0 && args.schedule.is_some() {
+            schedule = Some(schedule_csv(&set, &outcome));
+        }
+        on_m.add(&outcome, n);
         off_m.add(&run(&off, &set), n);
     }
     let report = Report {
@@ -224,6 +271,14 @@ pub fn run(args: PaperArgs) -> Result<()> {
         dvfs: on_m,
         saving: 1.0 - on_m.total / off_m.total,
     };
+    if let (Some(path), Some(text)) = (&args.schedule, schedule) {
+        let mut file =
+            AtomicFile::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+        file.file()
+            .write_all(text.as_bytes())
+            .and_then(|()| file.commit())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if args.json {
         return emit_json(&report);
     }
@@ -264,4 +319,34 @@ pub fn run(args: PaperArgs) -> Result<()> {
         table.render(),
         100.0 * report.saving
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_has_one_row_per_task_and_marks_misses() {
+        let set = generate(Mode::Offline, 0.05, 1);
+        let cfg = Config {
+            pairs_per_server: 4,
+            options: Options {
+                compat: true,
+                ..Options::default()
+            },
+            ..Config::default()
+        };
+        let out = cluster::offline(&set, Algo::Edl, &cfg);
+        let text = schedule_csv(&set, &out);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(SCHEDULE_HEADER.trim_end()));
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert_eq!(rows.len(), set.len());
+        assert!(rows.iter().all(|r| r.len() == 16));
+        let missed = rows.iter().filter(|r| r[15] == "true").count();
+        assert_eq!(missed, out.misses);
+        let mut ids: Vec<usize> = rows.iter().map(|r| r[0].parse().unwrap()).collect();
+        ids.sort();
+        assert_eq!(ids, (0..set.len()).collect::<Vec<_>>());
+    }
 }
