@@ -2,16 +2,22 @@
 
 use gpu_agent_plugin_api::{TaskKey, View};
 
-/// The pending tasks in earliest-deadline order: by (deadline, arrival, key).
-pub fn edf_order(view: &View<'_>) -> Vec<TaskKey> {
-    let mut order: Vec<TaskKey> = view.pending.to_vec();
-    order.sort_by(|&a, &b| {
+/// The first `window` of `keys` in earliest-deadline order: by (deadline,
+/// arrival, key). Linear in the keys, plus the sort of the window.
+pub fn edf_order(view: &View<'_>, keys: &[TaskKey], window: usize) -> Vec<TaskKey> {
+    let by_deadline = |&a: &TaskKey, &b: &TaskKey| {
         let (ta, tb) = (view.task(a), view.task(b));
         ta.deadline
             .total_cmp(&tb.deadline)
             .then(ta.arrival.total_cmp(&tb.arrival))
             .then(a.cmp(&b))
-    });
+    };
+    let mut order: Vec<TaskKey> = keys.to_vec();
+    if order.len() > window {
+        order.select_nth_unstable_by(window, by_deadline);
+        order.truncate(window);
+    }
+    order.sort_by(by_deadline);
     order
 }
 

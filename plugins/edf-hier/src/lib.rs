@@ -2,7 +2,9 @@
 //! after Filippini, Lattuada, Jahani, Ciavotta, Ardagna and Amaldi,
 //! "Hierarchical Scheduling in on-demand GPU-as-a-Service Systems" (SYNASC 2020).
 //!
-//! Each plan takes every pending task and decides its devices and start:
+//! Each plan takes the first `window` (W, 64) pending tasks in deadline
+//! order (the others wait their turn, so a plan's cost does not grow with the
+//! backlog) and decides their devices and starts:
 //!
 //! 1. **Groups.** The devices form K = `groups` groups: device j belongs to
 //!    group j mod K (host files list devices model by model, so each group gets
@@ -38,7 +40,8 @@
 //! 5. **Starts.** Tasks stay in the core's pending queue until they start: a
 //!    planned task is started (`Decision::Start`) when its planned start is now
 //!    and all its devices are idle with empty local queues, in the order of
-//!    their lowest device index.
+//!    their lowest device index. While no device is idle, nothing could start,
+//!    so no plan is made.
 //!
 //! Re-planning: an `Arrived` or `Finished` event asks for a wake-up now
 //! (`WakeAt`), so that everything that happens at one instant is planned
@@ -96,10 +99,16 @@ impl EdfHier {
         if self.periodic.is_some_and(|t| t <= view.now) {
             self.periodic = None;
         }
-        let mut starting: Vec<plan::Planned> = plan::plan(view, &self.params, plan::Scope::Now)?
-            .into_iter()
-            .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| plan::idle(view, j)))
-            .collect();
+        // With no idle device nothing could start: no plan is needed.
+        let any_idle = view.devices.iter().any(|d| plan::idle(view, d.index));
+        let mut starting: Vec<plan::Planned> = if any_idle {
+            plan::plan(view, &self.params, plan::Scope::Now)?
+                .into_iter()
+                .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| plan::idle(view, j)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         // In device order, as the core starts queue heads.
         starting.sort_by_key(|p| p.devices[0]);
         let mut decisions: Vec<Decision> = starting
@@ -137,7 +146,7 @@ impl PolicyImpl for EdfHier {
 gpu_agent_plugin_api::export_policy! {
     name: "edf-hier",
     description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
-    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6]],
+    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7]],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
 }
 
@@ -262,7 +271,8 @@ mod tests {
                 "period_s",
                 "time_limit_ms",
                 "milp_max_tasks",
-                "max_configs"
+                "max_configs",
+                "window"
             ]
         );
         let bad = [gpu_agent_plugin_api::Param {

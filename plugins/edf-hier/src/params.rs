@@ -11,7 +11,7 @@ pub const MAX_CONFIGS: usize = 16;
 const DEALINGS: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
 
 /// The parameters `edf-hier` takes, as the plugin lists them.
-pub const INFO: [ParamInfo; 7] = [
+pub const INFO: [ParamInfo; 8] = [
     ParamInfo::choice(
         "dealing",
         "edf",
@@ -53,6 +53,12 @@ pub const INFO: [ParamInfo; 7] = [
     ParamInfo::integer("max_configs", "8", "device sets considered per task")
         .at_least(1.0)
         .at_most(MAX_CONFIGS as f64),
+    ParamInfo::integer(
+        "window",
+        "64",
+        "W, the pending tasks planned at a time: the first W in deadline order",
+    )
+    .at_least(1.0),
 ];
 
 /// The order the pending tasks are dealt to the groups in.
@@ -81,6 +87,8 @@ pub struct Params {
     pub milp_max_tasks: usize,
     /// Device sets considered per task.
     pub max_configs: usize,
+    /// The pending tasks planned at a time (the earliest deadlines).
+    pub window: usize,
 }
 
 impl Default for Params {
@@ -93,6 +101,7 @@ impl Default for Params {
             time_limit_ms: 500,
             milp_max_tasks: 4,
             max_configs: 8,
+            window: 64,
         }
     }
 }
@@ -147,6 +156,10 @@ impl Params {
                 )
             })?;
         }
+        if let Some(v) = param(params, "window") {
+            p.window =
+                integer(v, 1, usize::MAX).ok_or_else(|| bad("window", "an integer >= 1", v))?;
+        }
         Ok(p)
     }
 }
@@ -196,6 +209,7 @@ mod tests {
             ("time_limit_ms", "50"),
             ("milp_max_tasks", "0"),
             ("max_configs", "16"),
+            ("window", "5"),
         ]))
         .unwrap();
         assert_eq!(
@@ -208,6 +222,7 @@ mod tests {
                 time_limit_ms: 50,
                 milp_max_tasks: 0,
                 max_configs: 16,
+                window: 5,
             }
         );
     }
@@ -221,6 +236,7 @@ mod tests {
                 "dealing: expected one of rr, edf, got \"fifo\"",
             ),
             ("groups", "0", "groups: expected an integer >= 1, got \"0\""),
+            ("window", "0", "window: expected an integer >= 1, got \"0\""),
             (
                 "groups",
                 "two",

@@ -66,17 +66,22 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
     }
     let now = view.now;
     let groups = device_groups(m, params.groups);
-    // (deadline rank, task) in the order of dealing; groups sort theirs by
-    // deadline rank.
-    let edf = edf_order(view);
+    // (deadline rank, task) in the order of dealing, for the first `window`
+    // tasks in that order; groups sort theirs by deadline rank.
+    let pending = view.pending.as_slice();
     let order: Vec<(usize, TaskKey)> = match params.dealing {
-        Dealing::Edf => edf.into_iter().enumerate().collect(),
+        Dealing::Edf => edf_order(view, pending, params.window)
+            .into_iter()
+            .enumerate()
+            .collect(),
         Dealing::Rr => {
+            let first = &pending[..pending.len().min(params.window)];
+            let edf = edf_order(view, first, first.len());
             let mut rank = std::collections::HashMap::with_capacity(edf.len());
             for (r, &key) in edf.iter().enumerate() {
                 rank.insert(key, r);
             }
-            view.pending.iter().map(|k| (rank[k], *k)).collect()
+            first.iter().map(|k| (rank[k], *k)).collect()
         }
     };
     let mut members: Vec<Vec<(usize, TaskKey)>> = vec![Vec::new(); groups.len()];
@@ -433,7 +438,10 @@ mod tests {
         f.tasks[0].arrival = 2.0;
         f.tasks[2].arrival = 1.0;
         f.tasks[3].arrival = 1.0;
-        assert_eq!(edf_order(&f.view()), [1, 2, 3, 0]);
+        let view = f.view();
+        assert_eq!(edf_order(&view, &[0, 1, 2, 3], 64), [1, 2, 3, 0]);
+        assert_eq!(edf_order(&view, &[0, 1, 2, 3], 2), [1, 2]);
+        assert_eq!(edf_order(&view, &[0, 3], 2), [3, 0]);
     }
 
     /// The planned tasks that start now.

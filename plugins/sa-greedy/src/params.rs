@@ -5,7 +5,7 @@ use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo}
 const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
 
 /// Every parameter with its default (the defaults are parsed from here).
-pub const PARAMETERS: [ParamInfo; 5] = [
+pub const PARAMETERS: [ParamInfo; 6] = [
     ParamInfo::integer("seed", "1", "seed of the pseudo-random numbers").at_least(0.0),
     ParamInfo::integer("iterations", "2000", "neighbours tried per decision").at_least(0.0),
     ParamInfo::number(
@@ -24,6 +24,12 @@ pub const PARAMETERS: [ParamInfo; 5] = [
         "wall-clock cap per decision in ms, 0 = none; when it binds, results depend on machine speed",
     )
     .at_least(0.0),
+    ParamInfo::integer(
+        "window",
+        "8",
+        "W, the pending tasks planned per decision: the first W in arrival order",
+    )
+    .at_least(1.0),
 ];
 
 /// Parsed parameters.
@@ -39,6 +45,8 @@ pub struct Params {
     pub alpha: f64,
     /// Wall-clock cap per decision, milliseconds; 0: none.
     pub budget_ms: u64,
+    /// The pending tasks planned per decision (the first ones in arrival order).
+    pub window: usize,
 }
 
 impl Default for Params {
@@ -91,6 +99,10 @@ impl Params {
             t0,
             alpha,
             budget_ms: unsigned("budget_ms")?,
+            window: match unsigned("window")? {
+                0 => return Err("window: expected an integer >= 1, got \"0\"".into()),
+                w => w as usize,
+            },
         })
     }
 }

@@ -83,7 +83,8 @@ fn parameters_default_and_parse() {
             iterations: 2000,
             t0: None,
             alpha: 0.995,
-            budget_ms: 0
+            budget_ms: 0,
+            window: 8
         }
     );
     assert_eq!(
@@ -92,14 +93,16 @@ fn parameters_default_and_parse() {
             ("iterations", "0"),
             ("t0", "12.5"),
             ("alpha", "0.9"),
-            ("budget_ms", "50")
+            ("budget_ms", "50"),
+            ("window", "3")
         ]),
         Ok(Params {
             seed: 42,
             iterations: 0,
             t0: Some(12.5),
             alpha: 0.9,
-            budget_ms: 50
+            budget_ms: 50,
+            window: 3
         })
     );
     let keys: Vec<&str> = policy_module()
@@ -107,7 +110,10 @@ fn parameters_default_and_parse() {
         .iter()
         .map(|p| p.key.as_str())
         .collect();
-    assert_eq!(keys, ["seed", "iterations", "t0", "alpha", "budget_ms"]);
+    assert_eq!(
+        keys,
+        ["seed", "iterations", "t0", "alpha", "budget_ms", "window"]
+    );
 }
 
 #[test]
@@ -158,6 +164,7 @@ fn bad_parameters_are_refused_by_name() {
             "NaN",
             "alpha: expected a number between 0 and 1 (exclusive), got \"NaN\"",
         ),
+        ("window", "0", "window: expected an integer >= 1, got \"0\""),
     ] {
         assert_eq!(params(&[(key, value)]), Err(expected.to_string()));
     }
@@ -242,6 +249,30 @@ fn an_idle_device_planned_later_asks_for_a_wake_up() {
     assert_eq!(
         decide(&mut p, 3.0, &tasks, &[0], &devices, Event::Timer),
         vec![start(0, &[0])]
+    );
+}
+
+#[test]
+fn only_the_first_window_of_pending_tasks_is_planned() {
+    let window = |w: &str| SaGreedy::new(params(&[("window", w)]).unwrap());
+    // Task 2 is the only one that meets its deadline if it goes first, but
+    // with a window of 2 it is not planned yet; the two idle devices take the
+    // first two tasks.
+    let tasks = [
+        task(0, 1.0, 100.0, 1, &[5.0, 5.0]),
+        task(1, 1.0, 100.0, 1, &[5.0, 5.0]),
+        task(2, 9.0, 1.0, 1, &[1.0, 1.0]),
+    ];
+    let devices = [device(0, None, 0.0), device(1, None, 0.0)];
+    let decided = |p: &mut SaGreedy| decide(p, 0.0, &tasks, &[0, 1, 2], &devices, Event::Timer);
+    assert_eq!(
+        decided(&mut window("2")),
+        vec![start(0, &[0]), start(1, &[1])]
+    );
+    let all = decided(&mut window("3"));
+    assert!(
+        all.contains(&start(2, &[0])) || all.contains(&start(2, &[1])),
+        "{all:?}"
     );
 }
 
