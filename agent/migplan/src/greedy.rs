@@ -11,7 +11,7 @@
 //! demand.
 
 use crate::lp::reassign;
-use crate::problem::Problem;
+use crate::problem::{meets, Problem};
 
 /// The most block-to-job distributions tried exhaustively per configuration.
 pub const EXHAUSTIVE_LIMIT: f64 = 1e6;
@@ -31,7 +31,14 @@ pub struct Greedy {
 pub fn greedy(p: &Problem) -> Option<Greedy> {
     let mut remaining: Vec<f64> = p.jobs.iter().map(|j| j.demand).collect();
     let mut gpus = Vec::new();
-    while remaining.iter().any(|&r| r > crate::lp::TOLERANCE) {
+    let mut x = vec![vec![0u32; p.jobs.len()]; p.profiles.len()];
+    let unmet = |remaining: &[f64]| {
+        p.jobs
+            .iter()
+            .zip(remaining)
+            .any(|(j, &r)| !meets(j.demand - r, j.demand))
+    };
+    while unmet(&remaining) {
         let mut best: Option<(f64, usize)> = None;
         for c in 0..p.configurations.len() {
             let (gain, _) = best_assignment(p, c, &remaining);
@@ -53,12 +60,12 @@ pub fn greedy(p: &Problem) -> Option<Greedy> {
         for (i, row) in given.iter().enumerate() {
             for (j, &n) in row.iter().enumerate() {
                 remaining[j] -= f64::from(n) * p.capped(j, i);
+                x[i][j] += n;
             }
         }
         gpus.push(c);
     }
     // Drop GPUs whose removal keeps every demand met.
-    let mut x = reassign(p, &p.supply(&gpus)).expect("the greedy's GPUs meet every demand");
     let mut g = gpus.len();
     while g > 0 {
         g -= 1;

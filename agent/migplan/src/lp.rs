@@ -203,9 +203,14 @@ fn program(p: &Problem, counts: Counts) -> Result<Solved, LpError> {
     })
 }
 
+/// How long [`reassign`] searches before it answers `None`.
+pub const REASSIGN_LIMIT: Duration = Duration::from_secs(2);
+
 /// Gives `supply[i]` blocks of each type to jobs so that every demand is met,
 /// as integers: `x[i][j]` blocks of type i for job j, or `None` if no way
-/// exists. Exact (a small integer program).
+/// exists. Exact (a small integer program); `None` too when no way is found
+/// within [`REASSIGN_LIMIT`], so callers only ever lose a GPU they could
+/// have dropped.
 pub fn reassign(p: &Problem, supply: &[u32]) -> Option<Vec<Vec<u32>>> {
     let (nb, nj) = (p.profiles.len(), p.jobs.len());
     // Quick refusal: even all blocks of every type that serves a job cannot.
@@ -224,7 +229,10 @@ pub fn reassign(p: &Problem, supply: &[u32]) -> Option<Vec<Vec<u32>>> {
             }
         }
     }
-    let mut model = vars.minimise(Expression::from(0.0)).using(microlp);
+    let mut model = vars
+        .minimise(Expression::from(0.0))
+        .using(microlp)
+        .with_time_limit(REASSIGN_LIMIT.as_secs_f64());
     for (i, row) in x.iter().enumerate() {
         let used: Expression = row.iter().flatten().copied().sum();
         model.add_constraint(used.leq(f64::from(supply[i])));
