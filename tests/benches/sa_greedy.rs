@@ -8,6 +8,7 @@
 //!
 //! Run: `cargo bench -p gpu-agent-tests --bench sa_greedy` (release build).
 
+use rand::RngExt;
 use std::time::{Duration, Instant};
 
 use gpu_agent_sa_search::{
@@ -24,20 +25,24 @@ const SIZES: [(usize, usize); 4] = [(100, 4), (1000, 16), (1000, 64), (5000, 16)
 /// one task in 20 a gang of 2 or 4, weights 1..4, deadlines uniform up to 1.5x
 /// the time the host needs for all the work.
 fn problem(n: usize, m: usize, seed: u64) -> Problem {
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let speeds: Vec<f64> = (0..m).map(|_| [0.5, 1.0, 2.0][rng.usize(..3)]).collect();
-    let works: Vec<f64> = (0..n).map(|_| f64::from(rng.u32(1..=100))).collect();
+    let mut rng = gpu_agent_sa_search::seeded(seed);
+    let speeds: Vec<f64> = (0..m)
+        .map(|_| [0.5, 1.0, 2.0][rng.random_range::<usize, _>(0..3)])
+        .collect();
+    let works: Vec<f64> = (0..n)
+        .map(|_| f64::from(rng.random_range::<u32, _>(1..=100)))
+        .collect();
     let horizon = 1.5 * works.iter().sum::<f64>() / speeds.iter().sum::<f64>();
     let tasks = works
         .iter()
         .map(|w| PlanTask {
-            gpus: if rng.usize(..20) == 0 {
-                [2, 4][rng.usize(..2)].min(m as u32)
+            gpus: if rng.random_range::<usize, _>(0..20) == 0 {
+                [2, 4][rng.random_range::<usize, _>(0..2)].min(m as u32)
             } else {
                 1
             },
-            weight: f64::from(rng.u32(1..=4)),
-            deadline: rng.f64() * horizon,
+            weight: f64::from(rng.random_range::<u32, _>(1..=4)),
+            deadline: rng.random::<f64>() * horizon,
             runtimes: speeds.iter().map(|v| w / v).collect(),
         })
         .collect();
@@ -78,7 +83,7 @@ fn incremental(p: &Problem, seed: u64) -> (Cost, u64) {
         p,
         (0..p.len() as u32).collect(),
         &settings(),
-        &mut fastrand::Rng::with_seed(seed),
+        &mut gpu_agent_sa_search::seeded(seed),
     );
     (out.cost, out.iterations)
 }
@@ -87,7 +92,7 @@ fn incremental(p: &Problem, seed: u64) -> (Cost, u64) {
 /// scratch (`Problem::cost`) and each accepted one planned again for its tardy
 /// tasks.
 fn full(p: &Problem, seed: u64) -> (Cost, u64) {
-    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut rng = gpu_agent_sa_search::seeded(seed);
     let mut order: Vec<u32> = (0..p.len() as u32).collect();
     let mut cost = p.cost(&order);
     let mut best = cost;
@@ -112,7 +117,7 @@ fn full(p: &Problem, seed: u64) -> (Cost, u64) {
     while iterations < ITERATIONS && !tardy.is_empty() {
         let count = ((cooling.rho() * tardy.len() as f64).round() as usize).clamp(1, tardy.len());
         neighbourhood.draw(&order, &mut tardy, count, &mut rng, &mut candidate);
-        let u = 1.0 - rng.f64();
+        let u = 1.0 - rng.random::<f64>();
         let limit = cost.twt - cooling.temperature() * u.ln();
         iterations += 1;
         cooling.cool();

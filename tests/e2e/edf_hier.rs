@@ -83,7 +83,7 @@ fn bad_parameters_are_refused_by_name() {
     let out = sim.run(&["--policy", "edf-hier", "--param", "group_size=4"]);
     let err = crate::harness::failure(&out);
     assert!(
-        err.contains("group_size: expected 1, 2 or 3, got \"4\""),
+        err.contains("group_size: expected an integer from 1 to 3, got \"4\""),
         "{err}"
     );
 }

@@ -53,7 +53,7 @@
 //! `budget_ms` (0: no wall-clock cap; when a cap binds, results depend on the
 //! machine's speed, so the default keeps simulations deterministic), `window`
 //! (8: with 2,000 iterations a decision takes well under a millisecond). One
-//! pseudo-random stream (fastrand's wyrand seeded with `seed`) serves every
+//! pseudo-random stream (rand's `StdRng` seeded with `seed`) serves every
 //! decision, so a run is deterministic for a seed.
 
 // abi_stable 0.11's derives put impls inside constants.
@@ -81,7 +81,7 @@ use params::Params;
 #[derive(Debug)]
 pub struct SaGreedy {
     params: Params,
-    rng: fastrand::Rng,
+    rng: gpu_agent_sa_search::SearchRng,
     /// The last best order, as task keys.
     previous: Vec<TaskKey>,
 }
@@ -91,7 +91,7 @@ impl SaGreedy {
     pub fn new(params: Params) -> SaGreedy {
         SaGreedy {
             params,
-            rng: fastrand::Rng::with_seed(params.seed),
+            rng: gpu_agent_sa_search::seeded(params.seed),
             previous: Vec::new(),
         }
     }

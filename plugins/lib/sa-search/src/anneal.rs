@@ -1,6 +1,7 @@
 //! Simulated annealing over task orders: the neighbour, the cooling schedule
 //! and the search loop.
 
+use rand::RngExt;
 use std::time::Instant;
 
 use crate::plan::{Cost, Evaluator, Problem};
@@ -71,7 +72,7 @@ impl Neighbourhood {
         order: &[u32],
         tardy: &mut [usize],
         count: usize,
-        rng: &mut fastrand::Rng,
+        rng: &mut crate::SearchRng,
         out: &mut Vec<u32>,
     ) -> usize {
         assert!(
@@ -82,10 +83,10 @@ impl Neighbourhood {
         let mut moves = std::mem::take(&mut self.moves);
         moves.clear();
         for k in 0..count {
-            tardy.swap(k, rng.usize(k..tardy.len()));
+            tardy.swap(k, rng.random_range::<usize, _>(k..tardy.len()));
             let p = tardy[k];
             assert!(p > 0, "the task at position 0 cannot move forward");
-            moves.push((rng.usize(..p), p));
+            moves.push((rng.random_range::<usize, _>(0..p), p));
         }
         let from = self.apply(order, &mut moves, out);
         self.moves = moves;
@@ -167,7 +168,7 @@ pub fn anneal(
     problem: &Problem,
     start: Vec<u32>,
     settings: &Settings,
-    rng: &mut fastrand::Rng,
+    rng: &mut crate::SearchRng,
 ) -> Outcome {
     let mut evaluator = Evaluator::new(problem, start);
     let mut best = Outcome {
@@ -193,7 +194,7 @@ pub fn anneal(
         }
         let count = ((cooling.rho() * tardy.len() as f64).round() as usize).clamp(1, tardy.len());
         let from = neighbourhood.draw(evaluator.order(), &mut tardy, count, rng, &mut candidate);
-        let u = 1.0 - rng.f64();
+        let u = 1.0 - rng.random::<f64>();
         let limit = evaluator.cost().twt - cooling.temperature() * u.ln();
         best.iterations += 1;
         cooling.cool();

@@ -5,3 +5,12 @@
 
 pub mod anneal;
 pub mod plan;
+
+/// The search's seeded pseudo-random numbers: rand's `StdRng` (ChaCha12), so
+/// that a seed gives the same stream on every platform.
+pub type SearchRng = rand::rngs::StdRng;
+
+/// A [`SearchRng`] seeded with `seed`.
+pub fn seeded(seed: u64) -> SearchRng {
+    rand::SeedableRng::seed_from_u64(seed)
+}

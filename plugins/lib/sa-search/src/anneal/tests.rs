@@ -1,5 +1,6 @@
 use super::*;
 use crate::plan::{tests::random_problem, PlanTask};
+use rand::RngExt;
 
 #[test]
 fn temperature_cools_geometrically_and_rho_follows_it() {
@@ -40,7 +41,7 @@ fn moves_go_just_before_their_target_the_rest_keep_their_order() {
 
 #[test]
 fn a_neighbour_moves_the_drawn_tardy_tasks_forward() {
-    let mut rng = fastrand::Rng::with_seed(3);
+    let mut rng = crate::seeded(3);
     let mut n = Neighbourhood::default();
     let order: Vec<u32> = (0..50).rev().collect();
     let mut out = Vec::new();
@@ -82,20 +83,16 @@ fn settings(iterations: u64) -> Settings {
 
 #[test]
 fn never_worse_than_its_start_and_deterministic_for_a_seed() {
-    let mut rng = fastrand::Rng::with_seed(11);
+    let mut rng = crate::seeded(11);
     let mut improved = 0;
     for case in 0..30 {
-        let (n, m) = (2 + rng.usize(..80), 1 + rng.usize(..6));
+        let (n, m) = (
+            2 + rng.random_range::<usize, _>(0..80),
+            1 + rng.random_range::<usize, _>(0..6),
+        );
         let p = random_problem(&mut rng, n, m);
         let start: Vec<u32> = (0..p.len() as u32).collect();
-        let run = |seed| {
-            anneal(
-                &p,
-                start.clone(),
-                &settings(500),
-                &mut fastrand::Rng::with_seed(seed),
-            )
-        };
+        let run = |seed| anneal(&p, start.clone(), &settings(500), &mut crate::seeded(seed));
         let a = run(case);
         assert!(a.cost.total_cmp(&p.cost(&start)).is_le(), "case {case}");
         assert_eq!(
@@ -124,12 +121,7 @@ fn finds_the_order_that_serves_the_urgent_task_first() {
         vec![0.0],
         vec![task(1.0, 100.0, 10.0), task(5.0, 2.0, 1.0)],
     );
-    let out = anneal(
-        &p,
-        vec![0, 1],
-        &settings(50),
-        &mut fastrand::Rng::with_seed(1),
-    );
+    let out = anneal(&p, vec![0, 1], &settings(50), &mut crate::seeded(1));
     assert_eq!(out.order, vec![1, 0]);
     assert_eq!(
         out.cost,
@@ -144,16 +136,11 @@ fn finds_the_order_that_serves_the_urgent_task_first() {
 
 #[test]
 fn stops_at_its_wall_clock_deadline() {
-    let p = random_problem(&mut fastrand::Rng::with_seed(5), 200, 4);
+    let p = random_problem(&mut crate::seeded(5), 200, 4);
     let past = Settings {
         deadline: Some(Instant::now()),
         ..settings(1000)
     };
-    let out = anneal(
-        &p,
-        (0..200).collect(),
-        &past,
-        &mut fastrand::Rng::with_seed(1),
-    );
+    let out = anneal(&p, (0..200).collect(), &past, &mut crate::seeded(1));
     assert_eq!(out.iterations, 0);
 }

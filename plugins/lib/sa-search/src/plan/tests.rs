@@ -1,4 +1,6 @@
 use super::*;
+use rand::seq::SliceRandom;
+use rand::RngExt;
 
 const INF: f64 = f64::INFINITY;
 
@@ -13,31 +15,39 @@ fn task(gpus: u32, weight: f64, deadline: f64, runtimes: &[f64]) -> PlanTask {
 
 /// A random problem of `n` tasks on `m` devices: mixed speeds, gangs of up to
 /// 3, devices some tasks cannot use, busy devices, deadlines tight and loose.
-pub(crate) fn random_problem(rng: &mut fastrand::Rng, n: usize, m: usize) -> Problem {
+pub(crate) fn random_problem(rng: &mut crate::SearchRng, n: usize, m: usize) -> Problem {
     let now = 10.0;
-    let speeds: Vec<f64> = (0..m).map(|_| [0.5, 1.0, 2.0][rng.usize(..3)]).collect();
+    let speeds: Vec<f64> = (0..m)
+        .map(|_| [0.5, 1.0, 2.0][rng.random_range::<usize, _>(0..3)])
+        .collect();
     let avail = (0..m)
-        .map(|_| now + f64::from(rng.u32(0..4)) * 5.0)
+        .map(|_| now + f64::from(rng.random_range::<u32, _>(0..4)) * 5.0)
         .collect();
     let tasks = (0..n)
         .map(|_| {
-            let gpus = if rng.usize(..8) == 0 {
-                rng.u32(2..=3).min(m as u32)
+            let gpus = if rng.random_range::<usize, _>(0..8) == 0 {
+                rng.random_range::<u32, _>(2..=3).min(m as u32)
             } else {
                 1
             };
-            let work = f64::from(rng.u32(1..40));
+            let work = f64::from(rng.random_range::<u32, _>(1..40));
             let mut runtimes: Vec<f64> = speeds.iter().map(|v| work / v).collect();
             // Some tasks cannot use some devices; keep enough for the gang.
             for j in 0..m {
-                if rng.usize(..6) == 0
+                if rng.random_range::<usize, _>(0..6) == 0
                     && runtimes.iter().filter(|r| r.is_finite()).count() > gpus as usize
                 {
                     runtimes[j] = INF;
                 }
             }
-            let deadline = now + f64::from(rng.u32(1..(8 * n as u32 / m as u32 + 20)));
-            task(gpus, f64::from(rng.u32(1..5)), deadline, &runtimes)
+            let deadline =
+                now + f64::from(rng.random_range::<u32, _>(1..(8 * n as u32 / m as u32 + 20)));
+            task(
+                gpus,
+                f64::from(rng.random_range::<u32, _>(1..5)),
+                deadline,
+                &runtimes,
+            )
         })
         .collect();
     Problem::new(now, avail, tasks)
@@ -117,19 +127,22 @@ fn costs_compare_by_tardiness_then_completion() {
 
 #[test]
 fn incremental_evaluation_equals_full_evaluation() {
-    let mut rng = fastrand::Rng::with_seed(7);
+    let mut rng = crate::seeded(7);
     for case in 0..40 {
-        let (n, m) = (1 + rng.usize(..60), 1 + rng.usize(..6));
+        let (n, m) = (
+            1 + rng.random_range::<usize, _>(0..60),
+            1 + rng.random_range::<usize, _>(0..6),
+        );
         let p = random_problem(&mut rng, n, m);
         let mut order: Vec<u32> = (0..n as u32).collect();
-        rng.shuffle(&mut order);
+        order.shuffle(&mut rng);
         let mut evaluator = Evaluator::new(&p, order.clone());
         assert_eq!(evaluator.cost(), p.cost(&order), "case {case}");
         for _ in 0..30 {
             // A candidate that agrees with the current order before `from`.
-            let from = rng.usize(..n);
+            let from = rng.random_range::<usize, _>(0..n);
             let mut candidate = evaluator.order().to_vec();
-            rng.shuffle(&mut candidate[from..]);
+            candidate[from..].shuffle(&mut rng);
             let full = p.cost(&candidate);
             // Bit for bit: the prefix sums are the same additions in the same order.
             assert_eq!(
@@ -137,7 +150,7 @@ fn incremental_evaluation_equals_full_evaluation() {
                 Some(full),
                 "case {case}"
             );
-            if rng.bool() {
+            if rng.random::<bool>() {
                 let limit = full.twt - 1.0;
                 assert_eq!(
                     evaluator.evaluate(&candidate, from, limit),
