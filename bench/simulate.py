@@ -152,7 +152,9 @@ def main():
                     help="also run another build's gpuctl (DIR/gpuctl, its plugins beside it), side by side")
     args = ap.parse_args()
 
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    packages = ["gpu-agent-cli"] + [f"gpu-agent-policy-{p}" for p in ALL_POLICIES]
+    subprocess.run(["cargo", "build", "--release", "--quiet"] + [a for p in packages for a in ("-p", p)],
+                   cwd=ROOT, check=True)
     builds = [("this", os.path.join(ROOT, "target", "release", "gpuctl"))]
     if args.against:
         builds.append((os.path.basename(os.path.normpath(args.against)), os.path.join(args.against, "gpuctl")))
