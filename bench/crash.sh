@@ -21,7 +21,12 @@ clients=4
 cargo build --release -q -p gpu-agent-daemon -p gpu-agent-cli -p gpu-agent-policy-fifo
 bin="$PWD/target/release"
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${dpid:-}" ] && kill -9 "$dpid" 2>/dev/null; [ -n "${bpid:-}" ] && kill "$bpid" 2>/dev/null; rm -rf "$work"' EXIT
+cleanup() {
+    { kill $(jobs -p) || true; [ -n "${dpid:-}" ] && kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null
+    [ -n "${bpid:-}" ] && kill "$bpid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
 
 dbus-daemon --session --fork --nopidfile --print-address=3 --print-pid=4 3>"$work/address" 4>"$work/bus.pid"
 bpid="$(cat "$work/bus.pid")"
@@ -56,8 +61,7 @@ start_daemon
 for c in $(seq 1 $clients); do client "$c" & done
 for cycle in $(seq 1 "$cycles"); do
     sleep "0.$((RANDOM % 9 + 1))"
-    kill -9 "$dpid"
-    wait "$dpid" 2>/dev/null || true
+    { kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
     start_daemon
     printf '\rcrash.sh: cycle %d/%d, %d acknowledged' "$cycle" "$cycles" "$(sort -u "$work/ledger" 2>/dev/null | wc -l)" >&2
 done
