@@ -255,7 +255,9 @@ pub enum Event {
     },
     /// A wake-up the policy asked for with [`Decision::WakeAt`].
     Timer,
-    /// A device went online or offline.
+    /// A device changed: its running task ran past its expected end (its
+    /// local queue went back to the pending queue, and `available_at` moved
+    /// out), or it went online or offline.
     DeviceChanged {
         /// The device.
         device: u32,

@@ -17,6 +17,7 @@ mod daemon_errors;
 mod daemon_exec;
 mod daemon_metrics;
 mod daemon_mig;
+mod daemon_overrun;
 mod daemon_params;
 mod daemon_policy;
 mod daemon_reload;

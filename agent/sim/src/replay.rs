@@ -263,6 +263,9 @@ impl Run<'_> {
                         reason,
                     });
                 }
+                // Runs take exactly their modelled time here, so the core
+                // never hears of an overrun and never asks to check again.
+                Action::Overrunning { .. } => {}
                 Action::WakeAt { time } => {
                     if self.timers.insert(time.to_bits()) {
                         self.push(time, What::Timer);

@@ -58,6 +58,14 @@ pub enum Action {
         /// Why.
         reason: String,
     },
+    /// `task` is running past its expected end: deliver [`Input::Overran`]
+    /// for it again at `until`, its new expected end, if it still runs then.
+    Overrunning {
+        /// The task.
+        task: TaskKey,
+        /// When to ask again, seconds.
+        until: f64,
+    },
     /// Deliver [`Input::Timer`] at `time`.
     WakeAt {
         /// Absolute time, seconds.
@@ -82,6 +90,16 @@ pub enum Input {
         /// Whether it succeeded.
         ok: bool,
     },
+    /// A running task is still running at its expected end (the run time
+    /// its `Start` gave, or the `until` of its last [`Action::Overrunning`]).
+    /// Its devices' local queues go back to the pending queue, in arrival
+    /// order, so that the policy places them again; its expected end moves
+    /// out by as long as it has run so far (the policy hears
+    /// [`Event::DeviceChanged`] for each of its devices).
+    Overran {
+        /// The task.
+        task: TaskKey,
+    },
     /// A wake-up asked for with [`Action::WakeAt`] is due.
     Timer,
     /// The driver has nothing left to deliver (no running task, no timer) while
@@ -104,6 +122,8 @@ pub(crate) struct Slot {
     pub running: Option<TaskKey>,
     /// Expected end of the running task.
     pub running_until: f64,
+    /// When the running task started.
+    pub running_since: f64,
     /// Local queue; `queue[head..]` is live.
     pub queue: Vec<TaskKey>,
     pub head: usize,
@@ -171,6 +191,7 @@ impl Core {
                     spec,
                     running: None,
                     running_until: 0.0,
+                    running_since: 0.0,
                     queue: Vec::new(),
                     head: 0,
                     projected_free: 0.0,
@@ -221,6 +242,11 @@ impl Core {
         self.pending.as_slice()
     }
 
+    /// Tasks waiting in `device`'s local queue, in order.
+    pub fn local_queue(&self, device: u32) -> Vec<TaskKey> {
+        self.slots[device as usize].live_queue().to_vec()
+    }
+
     /// Why no set of this host's devices could ever hold `spec`, if none could:
     /// the reason [`Core::submit`] would reject it with.
     pub fn refusal(&self, spec: &TaskSpec) -> Option<String> {
@@ -255,6 +281,7 @@ impl Core {
                 self.finish(task);
                 self.consult(Event::Finished { task, ok }, &mut actions);
             }
+            Input::Overran { task } => self.overran(task, &mut actions),
             Input::Timer => self.consult(Event::Timer, &mut actions),
             Input::Stalled => {
                 // The fallback never strands a placeable task; if tasks are
@@ -396,6 +423,55 @@ impl Core {
         self.unfinished -= 1;
     }
 
+    /// `task` runs past its expected end: see [`Input::Overran`].
+    fn overran(&mut self, task: TaskKey, actions: &mut Vec<Action>) {
+        if self.tasks.get(task as usize).map(|t| t.state) != Some(TaskState::Running) {
+            return; // it ended meanwhile
+        }
+        let devices = self.placements[task as usize]
+            .as_ref()
+            .expect("running task has a placement")
+            .devices
+            .clone();
+        let since = self.slots[devices[0] as usize].running_since;
+        // As long again as it has run so far (at least a millisecond): the
+        // estimate doubles at each check, so checks stay few.
+        let until = self.now + (self.now - since).max(1e-3);
+        let mut returned = Vec::new();
+        for &d in &devices {
+            let slot = &mut self.slots[d as usize];
+            slot.running_until = until;
+            returned.extend_from_slice(slot.live_queue());
+        }
+        returned.sort_unstable();
+        returned.dedup();
+        for &key in &returned {
+            let placement = self.placements[key as usize]
+                .take()
+                .expect("queued task has a placement");
+            for &g in &placement.devices {
+                let slot = &mut self.slots[g as usize];
+                if let Some(at) = slot.live_queue().iter().position(|&k| k == key) {
+                    let at = slot.head + at;
+                    slot.queue.remove(at);
+                }
+                self.touch(g);
+            }
+            self.tasks[key as usize].state = TaskState::Pending;
+        }
+        for key in returned {
+            self.pending.insert(key);
+        }
+        for &d in &devices {
+            self.touch(d);
+        }
+        self.projection_stale = true;
+        actions.push(Action::Overrunning { task, until });
+        for &d in &devices {
+            self.consult(Event::DeviceChanged { device: d }, actions);
+        }
+    }
+
     fn touch(&mut self, device: u32) {
         let slot = &mut self.slots[device as usize];
         slot.view_stale = true;
@@ -493,6 +569,7 @@ impl Core {
             slot.running = Some(key);
             slot.running_until = self.now + placement.runtime;
             slot.view_stale = true;
+            slot.running_since = self.now;
         }
         self.tasks[key as usize].state = TaskState::Running;
         actions.push(Action::Start {

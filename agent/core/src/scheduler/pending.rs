@@ -40,6 +40,14 @@ impl Pending {
         self.keys.push(key);
     }
 
+    /// Puts `key` back in its place by arrival (a queued task returned to
+    /// the pending queue); nothing when it is there already.
+    pub fn insert(&mut self, key: TaskKey) {
+        if let Err(at) = self.as_slice().binary_search(&key) {
+            self.keys.insert(self.head + at, key);
+        }
+    }
+
     /// Takes `key` out; false when it is not in the queue.
     pub fn remove(&mut self, key: TaskKey) -> bool {
         let Ok(at) = self.as_slice().binary_search(&key) else {
@@ -84,5 +92,9 @@ mod tests {
         assert!(q.is_empty());
         q.push(20);
         assert_eq!((q.as_slice(), q.len()), (&[20][..], 1));
+        q.insert(15);
+        q.insert(21);
+        q.insert(15);
+        assert_eq!(q.as_slice(), [15, 20, 21]);
     }
 }

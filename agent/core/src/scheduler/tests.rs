@@ -460,3 +460,47 @@ fn cancelling_a_waiting_task_frees_its_queue_place() {
         ]
     );
 }
+
+/// A run-time overrun sends the overrunning device's local queue back to the
+/// pending queue, in arrival order, and the policy (here FIFO, earliest
+/// start) places it again by the new projection: onto the other device as
+/// soon as that one frees earlier.
+#[test]
+fn an_overrun_returns_its_devices_queue_to_the_policy() {
+    let t4 = catalogue::lookup("T4").unwrap();
+    let mut core = Core::new(
+        Host::of_models([t4, t4]).devices,
+        crate::policy::builtin_fifo(),
+    );
+    let (a, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
+    assert_eq!(starts(&actions), vec![(a, vec![0], 1.0)]);
+    let (x, actions) = core.submit(0.0, spec("x", 0.0, 1.95));
+    assert_eq!(starts(&actions), vec![(x, vec![1], 1.95)]);
+    let waiting: Vec<TaskKey> = ["b", "c", "d"]
+        .iter()
+        .map(|id| core.submit(0.0, spec(id, 0.0, 0.3)).0)
+        .collect();
+    // All three wait behind a on device 0 (free at 1.9 < 1.95).
+    assert_eq!(core.local_queue(0), waiting);
+    assert!(core.local_queue(1).is_empty());
+
+    // At its expected end, a is still running.
+    let actions = core.handle(1.0, Input::Overran { task: a });
+    assert!(actions.contains(&Action::Overrunning {
+        task: a,
+        until: 2.0
+    }));
+    assert!(starts(&actions).is_empty(), "nothing is free yet");
+    // Re-placed: b on device 1 (free at 1.95 < 2), c on device 0 (2 < 2.25),
+    // d on device 1 (2.25 < 2.3).
+    assert_eq!(core.local_queue(0), vec![waiting[1]]);
+    assert_eq!(core.local_queue(1), vec![waiting[0], waiting[2]]);
+    assert!(core.pending().is_empty());
+
+    // x ends: b starts on device 1 instead of waiting for a.
+    let actions = core.handle(1.95, Input::Finished { task: x, ok: true });
+    assert_eq!(starts(&actions), vec![(waiting[0], vec![1], 0.3)]);
+    // A late notice for a task that has ended changes nothing.
+    core.handle(2.5, Input::Finished { task: a, ok: true });
+    assert!(core.handle(2.5, Input::Overran { task: a }).is_empty());
+}

@@ -77,6 +77,20 @@ impl Engine {
                         },
                     );
                     round.effects.push(Effect::Launch(task, runtime));
+                    // A modelled run ends at its predicted end; a command may
+                    // run past it, which the core must learn then.
+                    if how == How::Process {
+                        self.overruns.push(self.time.model_now() + runtime, task);
+                    }
+                }
+                Action::Overrunning { task, until } => {
+                    if let Some(info) = self.tasks.get(task) {
+                        log::info!(
+                            "task {} runs past its expected end; its GPUs' queued tasks go back to the policy",
+                            info.id
+                        );
+                    }
+                    self.overruns.push(until, task);
                 }
                 Action::Reject { task, reason } => {
                     self.end(task, TaskStatus::Rejected, Some(reason), round);

@@ -358,6 +358,9 @@ pub struct Engine {
     exec: Executors,
     /// Policy wake-ups.
     timers: Agenda<()>,
+    /// When running commands are expected to end: each is checked then, and
+    /// the core told if it still runs (`Input::Overran`).
+    overruns: Agenda<TaskKey>,
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
     stopping: bool,
@@ -425,6 +428,7 @@ impl Engine {
                 modelled: Modelled::new(setup.time, gpus),
             },
             timers: Agenda::new(),
+            overruns: Agenda::new(),
             unsaved: Vec::new(),
             stopping: false,
             tokens: ClientTokens::default(),
@@ -453,10 +457,14 @@ impl Engine {
             let mut round = Round::default();
             let mut first = std::mem::take(&mut self.deferred);
             if first.is_empty() {
-                let next = match (self.timers.peek(), self.exec.modelled.next_end()) {
-                    (Some((timer, ())), Some(end)) => Some(timer.min(end)),
-                    (timer, end) => timer.map(|(at, ())| at).or(end),
-                };
+                let next = [
+                    self.timers.peek().map(|(at, ())| at),
+                    self.exec.modelled.next_end(),
+                    self.overruns.peek().map(|(at, _)| at),
+                ]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min);
                 let wait = next.map(|at| self.time.wall_until(at));
                 let got = match wait {
                     Some(w) => rx
@@ -494,6 +502,13 @@ impl Engine {
         for key in self.exec.modelled.due(now) {
             if self.running.contains_key(&key) {
                 self.finish(key, Ok(()), round);
+            }
+        }
+        while let Some((_, key)) = self.overruns.pop_due(now) {
+            if self.running.contains_key(&key) && !self.stopping {
+                let actions = self
+                    .decide(|core| core.handle(now, gpu_agent_core::Input::Overran { task: key }));
+                self.apply(actions, round);
             }
         }
         let mut timer = false;
