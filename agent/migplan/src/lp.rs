@@ -212,12 +212,31 @@ pub const REASSIGN_LIMIT: Duration = Duration::from_secs(2);
 /// within [`REASSIGN_LIMIT`], so callers only ever lose a GPU they could
 /// have dropped.
 pub fn reassign(p: &Problem, supply: &[u32]) -> Option<Vec<Vec<u32>>> {
+    match assign(p, supply) {
+        Assignment::Found(x) => Some(x),
+        Assignment::Impossible | Assignment::Unknown => None,
+    }
+}
+
+/// What [`assign`] found out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Assignment {
+    /// Blocks of each type per job that meet every demand.
+    Found(Vec<Vec<u32>>),
+    /// Proven: no hand-out of these blocks meets every demand.
+    Impossible,
+    /// [`REASSIGN_LIMIT`] struck first.
+    Unknown,
+}
+
+/// [`reassign`], telling a proof of impossibility from a timeout.
+pub fn assign(p: &Problem, supply: &[u32]) -> Assignment {
     let (nb, nj) = (p.profiles.len(), p.jobs.len());
     // Quick refusal: even all blocks of every type that serves a job cannot.
     for j in 0..nj {
         let most: f64 = (0..nb).map(|i| f64::from(supply[i]) * p.capped(j, i)).sum();
         if !crate::problem::meets(most, p.jobs[j].demand) {
-            return None;
+            return Assignment::Impossible;
         }
     }
     let mut vars = ProblemVariables::new();
@@ -245,8 +264,12 @@ pub fn reassign(p: &Problem, supply: &[u32]) -> Option<Vec<Vec<u32>>> {
             .sum();
         model.add_constraint(served.geq(job.demand));
     }
-    let solution = model.solve().ok()?;
-    Some(
+    let solution = match model.solve() {
+        Ok(s) => s,
+        Err(ResolutionError::Infeasible) => return Assignment::Impossible,
+        Err(_) => return Assignment::Unknown,
+    };
+    Assignment::Found(
         x.iter()
             .map(|row| {
                 row.iter()
