@@ -49,6 +49,7 @@ impl Instance {
                     line: i as u64 + 2,
                     spec: spec.clone(),
                     command: None,
+                    actual: None,
                 })
                 .collect(),
             warnings: Vec::new(),

@@ -2,8 +2,10 @@
 //! virtual clock and an event heap.
 //!
 //! At equal times, finishes come first (they free devices), then arrivals in
-//! trace order, then policy wake-ups. A task runs exactly its modelled time; it
-//! draws the DVFS model's power for its app at its clocks, and an idle device
+//! trace order, then policy wake-ups, then overrun checks. A task runs its
+//! modelled time, or, with the trace's `actual` column, `actual / workload`
+//! times it while the core plans with the estimate (and hears of an overrun
+//! at the expected end, as the daemon's core does); it draws the DVFS model's power for its app at its clocks, and an idle device
 //! draws its catalogue idle power.
 
 use std::collections::HashSet;
@@ -80,6 +82,8 @@ struct Due {
 enum What {
     Finish(TaskKey),
     Timer,
+    /// A task's expected end: still running then, it overran.
+    Check(TaskKey),
 }
 
 impl What {
@@ -87,6 +91,7 @@ impl What {
         match self {
             What::Finish(_) => 0,
             What::Timer => 2,
+            What::Check(_) => 3,
         }
     }
 }
@@ -123,6 +128,14 @@ pub fn simulate(
         rejected: Vec::new(),
         faults: Vec::new(),
         busy_s: vec![0.0; host.devices.len()],
+        // By core key (arrival order): true run time / modelled run time.
+        factors: order
+            .iter()
+            .map(|&i| {
+                let t = &trace.tasks[i];
+                t.actual.map_or(1.0, |a| a / t.spec.workload)
+            })
+            .collect(),
     };
     let mut next = 0;
     let mut clock = Stopwatch::new();
@@ -140,6 +153,7 @@ pub fn simulate(
                         run.timers.remove(&at.to_bits());
                         Input::Timer
                     }
+                    What::Check(task) => Input::Overran { task },
                 };
                 (at, clock.time(|| core.handle(at, input)))
             } else if let Some(a) = arrival {
@@ -210,6 +224,8 @@ struct Run<'h> {
     faults: Vec<String>,
     /// Seconds each device spent running tasks.
     busy_s: Vec<f64>,
+    /// Per task: how much longer (or shorter) it really runs than modelled.
+    factors: Vec<f64>,
 }
 
 impl Run<'_> {
@@ -233,7 +249,12 @@ impl Run<'_> {
                     runtime,
                 } => {
                     let t = core.task(task);
+                    let planned = runtime;
+                    let runtime = planned * self.factors[task as usize];
                     let (start, end) = (self.now, self.now + runtime);
+                    if runtime > planned {
+                        self.push(start + planned, What::Check(task));
+                    }
                     for &d in &devices {
                         let model = self.host.devices[d as usize].model;
                         self.busy_s[d as usize] += runtime;
@@ -263,9 +284,7 @@ impl Run<'_> {
                         reason,
                     });
                 }
-                // Runs take exactly their modelled time here, so the core
-                // never hears of an overrun and never asks to check again.
-                Action::Overrunning { .. } => {}
+                Action::Overrunning { task, until } => self.push(until, What::Check(task)),
                 Action::WakeAt { time } => {
                     if self.timers.insert(time.to_bits()) {
                         self.push(time, What::Timer);
@@ -279,5 +298,50 @@ impl Run<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use gpu_agent_core::apps::AppLibrary;
+
+    /// With `actual`, a task that really runs ten times its estimate hands
+    /// the tasks queued behind it back to the policy at its expected end,
+    /// which runs them on the other device.
+    #[test]
+    fn an_overrunning_task_does_not_strand_its_queue() {
+        let host = crate::input::host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
+        )
+        .unwrap();
+        let text = "id,arrival,workload,mem_gb,deadline,weight,actual\n\
+                    a,0,1,1,100,1,10\nx,0,1.95,1,100,1,\nb,0,0.3,1,100,1,\n\
+                    c,0,0.3,1,100,1,\nd,0,0.3,1,100,1,\n";
+        let trace = Trace::parse(
+            Path::new("t.csv"),
+            text.as_bytes(),
+            &host,
+            &AppLibrary::default(),
+        )
+        .unwrap();
+        let out = simulate(
+            &host,
+            &trace,
+            gpu_agent_core::policy::builtin_fifo(),
+            |_| {},
+        )
+        .unwrap();
+        let row = |id: &str| out.schedule.iter().find(|r| r.id == id).unwrap();
+        assert_eq!((row("a").gpu, row("a").end), (0, 10.0));
+        for (id, start) in [("b", 1.95), ("d", 2.25), ("c", 2.55)] {
+            assert_eq!(row(id).gpu, 1, "{id}");
+            assert!((row(id).start - start).abs() < 1e-9, "{id}: {:?}", row(id));
+        }
+        assert_eq!(out.metrics.makespan, 10.0);
+        assert!(out.metrics.twct.is_finite() && out.metrics.energy_j.is_finite());
     }
 }

@@ -29,10 +29,15 @@ pub struct TraceTask {
     pub spec: TaskSpec,
     /// What a real executor would run.
     pub command: Option<String>,
+    /// The true run time on a speed-1 device at default clocks, when it
+    /// differs from the estimate `workload` (the `actual` column): the
+    /// simulator runs the task for `actual / workload` times its modelled
+    /// time, while the core and the policy plan with the estimate.
+    pub actual: Option<f64>,
 }
 
 const REQUIRED: [&str; 6] = ["id", "arrival", "workload", "mem_gb", "deadline", "weight"];
-const OPTIONAL: [&str; 5] = ["gpus", "gpus_alt", "runtimes", "app", "command"];
+const OPTIONAL: [&str; 6] = ["gpus", "gpus_alt", "runtimes", "app", "command", "actual"];
 
 impl Trace {
     /// Reads and checks a trace against `host` (for `runtimes`) and `apps`.
@@ -99,6 +104,7 @@ impl Trace {
             column("app"),
             column("command"),
         );
+        let actual_col = column("actual");
 
         let mut tasks: Vec<TraceTask> = Vec::new();
         // Rows by id, as indices into `tasks` (no copy of the ids).
@@ -247,11 +253,40 @@ impl Trace {
                 .map(field)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned);
+            let actual = match actual_col.map(field).filter(|s| !s.is_empty()) {
+                None => None,
+                Some(text) => match text.parse::<f64>().map(|x| Rule::WORKLOAD.check(x)) {
+                    Ok(Ok(x)) => Some(x),
+                    Ok(Err(e)) => return Err(err("actual", e)),
+                    Err(_) => {
+                        return Err(err(
+                            "actual",
+                            format!("expected {}, got {text:?}", Rule::WORKLOAD.describe()),
+                        ))
+                    }
+                },
+            };
+            if let Some(a) = actual {
+                // The true run times stay within the cap too.
+                let true_spec = TaskSpec {
+                    workload: a,
+                    runtimes: spec
+                        .runtimes
+                        .iter()
+                        .map(|r| r * a / spec.workload)
+                        .collect(),
+                    ..spec.clone()
+                };
+                if let Some(problem) = true_spec.runtime_problem(&host.devices) {
+                    return Err(err("actual", problem));
+                }
+            }
             new_row.insert(tasks.len() as u32);
             tasks.push(TraceTask {
                 line,
                 spec,
                 command,
+                actual,
             });
         }
         Ok(Trace { tasks, warnings })
