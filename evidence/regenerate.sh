@@ -42,6 +42,9 @@ compare() {
         --json >"$work/$name.json"
 }
 
+say "wrong run-time estimates (the trace's actual column)"
+python3 "$OUT/misestimates.py" "$GPUCTL" 1 2 3 >"$OUT/misestimates.md"
+
 rm -f "$OUT"/*.svg
 for seed in "${SEEDS[@]}"; do
     python3 "$OUT/gen_random.py" "$seed" "$work/random-$seed.toml" "$work/random-$seed.csv"
