@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 n="${1:-1000000}"
 filter="${2:-fuzz_}"
 export GPU_AGENT_FUZZ_CASES="$n"
+cargo test --release -q -p gpu-agent-tests --test fuzz --no-run
 start=$(date +%s)
-cargo test --release -p gpu-agent-tests --test fuzz -- --nocapture --test-threads=1 "$filter" 2>&1 |
-    grep -E '^fuzz |panicked|FAILED|test result'
+cargo test --release -q -p gpu-agent-tests --test fuzz -- --nocapture --test-threads=1 "$filter" 2>&1 |
+    grep -E '^fuzz |panicked|FAILED|test result|input:|minimal failing'
 echo "fuzz.sh: $n inputs per target in $(( $(date +%s) - start )) s"
