@@ -16,6 +16,8 @@ use gpu_agent_dbus::{TaskInfo, TaskStatus};
 pub const DB_FILE: &str = "state.db";
 /// The lock file that keeps a second daemon off the same state.
 pub const LOCK_FILE: &str = "lock";
+/// How long opening waits for the lock before calling the directory taken.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Errors of the state store.
 #[derive(Debug, thiserror::Error)]
@@ -114,15 +116,30 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .map_err(|e| fail(format!("cannot open {}: {e}", lock_path.display())))?;
-        let lock =
-            Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
-                fail(match errno {
-                    nix::errno::Errno::EWOULDBLOCK => {
-                        "another gpu-agentd is using this state directory".into()
-                    }
-                    e => format!("cannot lock {}: {e}", lock_path.display()),
-                })
-            })?;
+        // A daemon killed while it was starting a task leaves the lock with
+        // the child for the instant between its fork and its exec: wait a
+        // little before calling the directory taken.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let mut file = lock_file;
+        let lock = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => break lock,
+                Err((f, nix::errno::Errno::EWOULDBLOCK))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err((_, errno)) => {
+                    return Err(fail(match errno {
+                        nix::errno::Errno::EWOULDBLOCK => {
+                            "another gpu-agentd is using this state directory".into()
+                        }
+                        e => format!("cannot lock {}: {e}", lock_path.display()),
+                    }))
+                }
+            }
+        };
         let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
