@@ -14,5 +14,5 @@ export GPU_AGENT_FUZZ_CASES="$n"
 cargo test --release -q -p gpu-agent-tests --test fuzz --no-run
 start=$(date +%s)
 cargo test --release -q -p gpu-agent-tests --test fuzz -- --nocapture --test-threads=1 "$filter" 2>&1 |
-    grep -E '^fuzz |panicked|FAILED|test result|input:|minimal failing'
+    grep -oE 'fuzz [^:]+: [0-9]+ inputs.*|panicked.*|FAILED.*|test result.*|minimal failing.*'
 echo "fuzz.sh: $n inputs per target in $(( $(date +%s) - start )) s"
