@@ -22,8 +22,8 @@ cargo build --release -q -p gpu-agent-daemon -p gpu-agent-cli -p gpu-agent-polic
 bin="$PWD/target/release"
 work="$(mktemp -d)"
 cleanup() {
-    { kill $(jobs -p) || true; [ -n "${dpid:-}" ] && kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null
-    [ -n "${bpid:-}" ] && kill "$bpid" 2>/dev/null
+    { kill $(jobs -p) || true; [ -n "${dpid:-}" ] && kill -9 "$dpid" && wait "$dpid"; } 2>/dev/null || true
+    [ -n "${bpid:-}" ] && kill "$bpid" 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
