@@ -543,3 +543,14 @@ impl Drop for Reap {
         }
     }
 }
+
+/// `gpuctl --session ARGS` against `d`'s bus.
+pub fn gpuctl(d: &Daemon, args: &[&str]) -> Output {
+    Command::new(artefacts().join("gpuctl"))
+        .args(args)
+        .arg("--session")
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run gpuctl")
+}

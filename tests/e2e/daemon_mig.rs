@@ -2,21 +2,9 @@
 //! and `assert` against the mock host, and `GetMigLayout` through busctl.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-use crate::daemon::Daemon;
-use crate::harness::{artefacts, write};
-
-/// `gpuctl --session ARGS` against `d`'s bus.
-fn gpuctl(d: &Daemon, args: &[&str]) -> Output {
-    Command::new(artefacts().join("gpuctl"))
-        .args(args)
-        .arg("--session")
-        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run gpuctl")
-}
+use crate::daemon::{gpuctl, Daemon};
+use crate::harness::write;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

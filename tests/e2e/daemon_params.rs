@@ -4,22 +4,11 @@
 //! `DescribePolicy`, the `PolicyParameters` property, and the given
 //! parameters surviving a restart.
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
-use crate::daemon::{json_dict, wait_for, Daemon, Settings, AGENT};
+use crate::daemon::{gpuctl, json_dict, wait_for, Daemon, Settings, AGENT};
 use crate::harness::{artefacts, SA_GREEDY, SOS};
-
-/// `gpuctl ARGS --session` against the daemon's bus.
-fn gpuctl(d: &Daemon, args: &[&str]) -> Output {
-    Command::new(artefacts().join("gpuctl"))
-        .args(args)
-        .arg("--session")
-        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run gpuctl")
-}
 
 fn ok(d: &Daemon, out: &Output) -> String {
     assert!(

@@ -10,7 +10,7 @@
 //! dropped, last first, while an exact re-assignment still meets every
 //! demand.
 
-use crate::lp::reassign;
+use crate::lp::drop_spare;
 use crate::problem::{meets, Problem};
 
 /// The most block-to-job distributions tried exhaustively per configuration.
@@ -66,16 +66,7 @@ pub fn greedy(p: &Problem) -> Option<Greedy> {
         gpus.push(c);
     }
     // Drop GPUs whose removal keeps every demand met.
-    let mut g = gpus.len();
-    while g > 0 {
-        g -= 1;
-        let mut fewer = gpus.clone();
-        fewer.remove(g);
-        if let Some(x2) = reassign(p, &p.supply(&fewer)) {
-            gpus = fewer;
-            x = x2;
-        }
-    }
+    drop_spare(p, &mut gpus, &mut x);
     Some(Greedy { gpus, x })
 }
 

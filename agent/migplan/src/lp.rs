@@ -218,6 +218,23 @@ pub fn reassign(p: &Problem, supply: &[u32]) -> Option<Vec<Vec<u32>>> {
     }
 }
 
+/// Drops GPUs, last first, while the others still meet every demand:
+/// `gpus` (configuration indices) and `x` (the blocks handed out) are
+/// updated together; a GPU whose removal [`reassign`] cannot prove harmless
+/// stays.
+pub fn drop_spare(p: &Problem, gpus: &mut Vec<usize>, x: &mut Vec<Vec<u32>>) {
+    let mut g = gpus.len();
+    while g > 0 {
+        g -= 1;
+        let mut fewer = gpus.clone();
+        fewer.remove(g);
+        if let Some(x2) = reassign(p, &p.supply(&fewer)) {
+            *gpus = fewer;
+            *x = x2;
+        }
+    }
+}
+
 /// What [`assign`] found out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Assignment {

@@ -25,7 +25,7 @@
 //! [`Plan::build`]: crate::plan::Plan::build
 
 use crate::greedy::greedy;
-use crate::lp::{fixed, reassign, LpError, Solved, TOLERANCE};
+use crate::lp::{drop_spare, fixed, LpError, Solved, TOLERANCE};
 use crate::plan::RoundingCheck;
 use crate::problem::Problem;
 use crate::solve::PlanError;
@@ -122,16 +122,7 @@ pub fn rounding(
 
     // Step 8: drop GPUs while the demands stay met.
     let mut x = rounded;
-    let mut g = gpus.len();
-    while g > 0 {
-        g -= 1;
-        let mut fewer = gpus.clone();
-        fewer.remove(g);
-        if let Some(x2) = reassign(p, &p.supply(&fewer)) {
-            gpus = fewer;
-            x = x2;
-        }
-    }
+    drop_spare(p, &mut gpus, &mut x);
     debug_assert_eq!(x.len(), nb);
     debug_assert!(x.iter().all(|r| r.len() == nj));
     Ok(Rounded {
