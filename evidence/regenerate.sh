@@ -7,11 +7,11 @@
 #   evidence/regenerate.sh            # from the repository root or anywhere
 #
 # Needs ../shared/data beside the repository for (b) and (c); without it those
-# sections say so. Takes about three minutes on two cores after the release
-# build, most of it sa-greedy and edf-hier on the SOS workload: it is about 7x
-# overloaded, so some 7,000 tasks are pending at once and both re-plan all of
-# them at every decision (one replay there, with sa-greedy at 10 iterations
-# per decision; docs/policies.md).
+# sections say so. Takes about five minutes on two cores after the release
+# build, most of it edf-hier on the SOS workload: it is about 7x overloaded,
+# and edf-hier solves a group MILP at each of some 10,000 plans (its window
+# bounds the tasks a plan considers, not the number of plans; one replay
+# there, with sa-greedy at 10 iterations per decision; docs/policies.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
