@@ -168,12 +168,7 @@ fn program(p: &Problem, counts: Counts) -> Result<Solved, LpError> {
         model.add_constraint((used - supply).leq(0.0));
     }
     for (j, job) in p.jobs.iter().enumerate() {
-        let served: Expression = x
-            .iter()
-            .enumerate()
-            .filter_map(|(i, row)| row[j].map(|v| p.capped(j, i) * v))
-            .sum();
-        model.add_constraint(served.geq(job.demand));
+        model.add_constraint(served(p, &x, j).geq(job.demand));
     }
     if let Counts::Integer { max, min_total, .. } = counts {
         if let Some(max) = max {
@@ -201,6 +196,15 @@ fn program(p: &Problem, counts: Counts) -> Result<Solved, LpError> {
         y: ys,
         optimal: matches!(solution.status(), SolutionStatus::Optimal),
     })
+}
+
+/// The throughput job `j` gets from the blocks `x[i][j]` handed to it (capped
+/// at its demand per block type, as every program here counts it).
+fn served(p: &Problem, x: &[Vec<Option<Variable>>], j: usize) -> Expression {
+    x.iter()
+        .enumerate()
+        .filter_map(|(i, row)| row[j].map(|v| p.capped(j, i) * v))
+        .sum()
 }
 
 /// How long [`reassign`] searches before it answers `None`.
@@ -274,12 +278,7 @@ pub fn assign(p: &Problem, supply: &[u32]) -> Assignment {
         model.add_constraint(used.leq(f64::from(supply[i])));
     }
     for (j, job) in p.jobs.iter().enumerate() {
-        let served: Expression = x
-            .iter()
-            .enumerate()
-            .filter_map(|(i, row)| row[j].map(|v| p.capped(j, i) * v))
-            .sum();
-        model.add_constraint(served.geq(job.demand));
+        model.add_constraint(served(p, &x, j).geq(job.demand));
     }
     let solution = match model.solve() {
         Ok(s) => s,
