@@ -285,6 +285,9 @@ impl Run<'_> {
                     });
                 }
                 Action::Overrunning { task, until } => self.push(until, What::Check(task)),
+                Action::Interrupt { .. } => {
+                    unreachable!("the replay never takes a device offline")
+                }
                 Action::WakeAt { time } => {
                     if self.timers.insert(time.to_bits()) {
                         self.push(time, What::Timer);

@@ -127,6 +127,12 @@ impl Core {
             if devices[..i].contains(&d) {
                 return Err(format!("placed task {} twice on device {d}", t.id));
             }
+            if !slot.online {
+                return Err(format!(
+                    "placed task {} on device {d}, which is offline",
+                    t.id
+                ));
+            }
             if !t.fits(view) {
                 return Err(format!(
                     "placed task {} on device {d}, which cannot hold it",

@@ -15,7 +15,10 @@
 //!   decides something invalid or strands tasks is reported with
 //!   [`Action::PolicyFault`] and replaced by the built-in FIFO order, which is
 //!   offered every pending task. Applied decisions stay applied, so no task is
-//!   lost or placed twice.
+//!   lost or placed twice;
+//! - an offline device gets no placement: its local queue goes back to the
+//!   pending queue when it goes offline, and a decision that names it is
+//!   refused, until [`Input::Online`] brings it back.
 
 mod decide;
 mod pending;
@@ -66,6 +69,16 @@ pub enum Action {
         /// When to ask again, seconds.
         until: f64,
     },
+    /// Stop `task` now: `device`, one of its devices, went offline with
+    /// `interrupt` (it failed). Report its end as usual, with
+    /// [`Input::Finished`] (`ok: false`), or with [`Input::Requeue`] to queue
+    /// it again.
+    Interrupt {
+        /// The task.
+        task: TaskKey,
+        /// The device that went offline.
+        device: u32,
+    },
     /// Deliver [`Input::Timer`] at `time`.
     WakeAt {
         /// Absolute time, seconds.
@@ -99,6 +112,37 @@ pub enum Input {
     Overran {
         /// The task.
         task: TaskKey,
+    },
+    /// A running task left its devices without finishing and waits again
+    /// (after [`Action::Interrupt`], for a task that asked to be queued
+    /// again): it goes back to the pending queue in its arrival place, and
+    /// the policy hears [`Event::DeviceChanged`] for each of its devices.
+    Requeue {
+        /// The task.
+        task: TaskKey,
+    },
+    /// `device` goes offline: nothing is placed on it until [`Input::Online`];
+    /// its local queue goes back to the pending queue in arrival order, and
+    /// the policy hears [`Event::DeviceChanged`] (and sees `online: false`).
+    ///
+    /// With `interrupt` (the device failed) its running task is to be
+    /// stopped: the core answers [`Action::Interrupt`]. Without it the
+    /// device drains: its running task ends as it would. An admin's drain
+    /// uses this, and so can MIG re-partitioning (issue 14), which must
+    /// empty a GPU before it changes its layout and then brings it back
+    /// with [`Input::Online`]. Nothing happens for a device already offline.
+    Offline {
+        /// The device.
+        device: u32,
+        /// Whether its running task is to be stopped.
+        interrupt: bool,
+    },
+    /// `device` is back: placements on it are accepted again, and the
+    /// policy hears [`Event::DeviceChanged`]. Nothing happens for a device
+    /// already online.
+    Online {
+        /// The device.
+        device: u32,
     },
     /// A wake-up asked for with [`Action::WakeAt`] is due.
     Timer,
@@ -137,6 +181,8 @@ pub(crate) struct Slot {
     pub view_stale: bool,
     /// The normalised clocks the device accepts: core (min, max), memory (min, max).
     pub clock_range: [(f64, f64); 2],
+    /// Whether placements on it are accepted ([`Input::Offline`]).
+    pub online: bool,
 }
 
 impl Slot {
@@ -197,6 +243,7 @@ impl Core {
                     projected_free: 0.0,
                     touched: false,
                     view_stale: true,
+                    online: true,
                 }
             })
             .collect();
@@ -242,6 +289,11 @@ impl Core {
         self.pending.as_slice()
     }
 
+    /// Whether `device` is online (accepts placements).
+    pub fn online(&self, device: u32) -> bool {
+        self.slots[device as usize].online
+    }
+
     /// Tasks waiting in `device`'s local queue, in order.
     pub fn local_queue(&self, device: u32) -> Vec<TaskKey> {
         self.slots[device as usize].live_queue().to_vec()
@@ -282,14 +334,35 @@ impl Core {
                 self.consult(Event::Finished { task, ok }, &mut actions);
             }
             Input::Overran { task } => self.overran(task, &mut actions),
+            Input::Requeue { task } => {
+                let devices = self.vacate(task);
+                self.tasks[task as usize].state = TaskState::Pending;
+                self.pending.insert(task);
+                for d in devices {
+                    self.consult(Event::DeviceChanged { device: d }, &mut actions);
+                }
+            }
+            Input::Offline { device, interrupt } => self.offline(device, interrupt, &mut actions),
+            Input::Online { device } => {
+                if !self.slots[device as usize].online {
+                    self.slots[device as usize].online = true;
+                    self.touch(device);
+                    self.consult(Event::DeviceChanged { device }, &mut actions);
+                }
+            }
             Input::Timer => self.consult(Event::Timer, &mut actions),
             Input::Stalled => {
                 // The fallback never strands a placeable task; if tasks are
-                // still pending under it, the driver reports them.
-                if !self.pending.is_empty() && !self.fallen_back {
+                // still pending under it, the driver reports them. Tasks
+                // that need an offline device wait for it: no fault.
+                let placeable = if self.pending.is_empty() {
+                    0
+                } else {
+                    self.pending.len() - self.waiting_for_devices()
+                };
+                if placeable > 0 && !self.fallen_back {
                     let reason = format!(
-                        "left {} task(s) pending with nothing running and no wake-up asked for",
-                        self.pending.len()
+                        "left {placeable} task(s) pending with nothing running and no wake-up asked for"
                     );
                     self.fall_back(reason, &mut actions);
                 }
@@ -386,9 +459,15 @@ impl Core {
             // Every device runs it in finite time: those with the memory qualify.
             self.memories.len() - self.memories.partition_point(|&m| m < task.mem_gb)
         } else {
+            // The host's shape: a device offline now may come back.
             self.slots
                 .iter()
-                .filter(|s| task.fits(&slot_view(s, self.now)))
+                .filter(|s| {
+                    task.fits(&Device {
+                        online: true,
+                        ..slot_view(s, self.now)
+                    })
+                })
                 .count()
         };
         if fitting < need {
@@ -400,17 +479,42 @@ impl Core {
         None
     }
 
-    /// Frees the devices of a task that left them.
+    /// Pending tasks that fit too few online devices to be placed now (they
+    /// wait for an offline device to come back).
+    fn waiting_for_devices(&self) -> usize {
+        if self.slots.iter().all(|s| s.online) {
+            return 0;
+        }
+        let views: Vec<Device<'_>> = self.slots.iter().map(|s| slot_view(s, self.now)).collect();
+        self.pending
+            .as_slice()
+            .iter()
+            .filter(|&&k| {
+                let task = &self.tasks[k as usize];
+                let fitting = views.iter().filter(|d| task.fits(d)).count() as u32;
+                !task.gpu_counts().any(|g| g <= fitting)
+            })
+            .count()
+    }
+
+    /// A finished task: frees its devices and counts it done.
     fn finish(&mut self, key: TaskKey) {
+        self.vacate(key);
+        self.tasks[key as usize].state = TaskState::Done;
+        self.unfinished -= 1;
+    }
+
+    /// Frees the devices of a task that left them; returns them.
+    fn vacate(&mut self, key: TaskKey) -> Vec<u32> {
         let Some(placement) = self.placements[key as usize].take() else {
-            panic!("finished task {key} was never placed");
+            panic!("task {key} left devices it was never placed on");
         };
         for &d in &placement.devices {
             let slot = &mut self.slots[d as usize];
             assert_eq!(
                 slot.running,
                 Some(key),
-                "task {key} finished on device {d} where it was not running"
+                "task {key} left device {d} where it was not running"
             );
             slot.running = None;
             // A task that ends earlier or later than expected moves its device's queue.
@@ -419,8 +523,7 @@ impl Core {
             }
             self.touch(d);
         }
-        self.tasks[key as usize].state = TaskState::Done;
-        self.unfinished -= 1;
+        placement.devices
     }
 
     /// `task` runs past its expected end: see [`Input::Overran`].
@@ -437,11 +540,37 @@ impl Core {
         // As long again as it has run so far (at least a millisecond): the
         // estimate doubles at each check, so checks stay few.
         let until = self.now + (self.now - since).max(1e-3);
-        let mut returned = Vec::new();
         for &d in &devices {
-            let slot = &mut self.slots[d as usize];
-            slot.running_until = until;
-            returned.extend_from_slice(slot.live_queue());
+            self.slots[d as usize].running_until = until;
+        }
+        self.return_queues(&devices);
+        actions.push(Action::Overrunning { task, until });
+        for &d in &devices {
+            self.consult(Event::DeviceChanged { device: d }, actions);
+        }
+    }
+
+    /// `device` goes offline: see [`Input::Offline`].
+    fn offline(&mut self, device: u32, interrupt: bool, actions: &mut Vec<Action>) {
+        let slot = &mut self.slots[device as usize];
+        if !slot.online {
+            return;
+        }
+        slot.online = false;
+        let running = slot.running;
+        self.return_queues(&[device]);
+        if let Some(task) = running.filter(|_| interrupt) {
+            actions.push(Action::Interrupt { task, device });
+        }
+        self.consult(Event::DeviceChanged { device }, actions);
+    }
+
+    /// Sends every task waiting in the local queues of `devices` back to the
+    /// pending queue, in arrival order (a gang task leaves all its queues).
+    fn return_queues(&mut self, devices: &[u32]) {
+        let mut returned = Vec::new();
+        for &d in devices {
+            returned.extend_from_slice(self.slots[d as usize].live_queue());
         }
         returned.sort_unstable();
         returned.dedup();
@@ -462,14 +591,10 @@ impl Core {
         for key in returned {
             self.pending.insert(key);
         }
-        for &d in &devices {
+        for &d in devices {
             self.touch(d);
         }
         self.projection_stale = true;
-        actions.push(Action::Overrunning { task, until });
-        for &d in &devices {
-            self.consult(Event::DeviceChanged { device: d }, actions);
-        }
     }
 
     fn touch(&mut self, device: u32) {
@@ -607,7 +732,7 @@ pub(crate) fn slot_view(s: &Slot, now: f64) -> Device<'_> {
         memory_gb: s.spec.memory_gb,
         speed: s.spec.speed,
         cost_per_hour: s.spec.cost_per_hour,
-        online: true,
+        online: s.online,
         running: s.running.into(),
         queue: RSlice::from_slice(s.live_queue()),
         available_at: s.projected_free.max(now),

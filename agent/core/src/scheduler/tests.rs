@@ -504,3 +504,199 @@ fn an_overrun_returns_its_devices_queue_to_the_policy() {
     core.handle(2.5, Input::Finished { task: a, ok: true });
     assert!(core.handle(2.5, Input::Overran { task: a }).is_empty());
 }
+
+/// A core with the built-in FIFO over `n` T4s.
+fn fifo_core(n: usize) -> Core {
+    let t4 = catalogue::lookup("T4").unwrap();
+    Core::new(
+        Host::of_models(std::iter::repeat_n(t4, n)).devices,
+        crate::policy::builtin_fifo(),
+    )
+}
+
+/// A device that fails: its running task is interrupted, its local queue
+/// goes back to the policy (FIFO here) in arrival order and is placed on
+/// the other device; nothing starts on it, and a policy that names it is
+/// refused, until it is back online.
+#[test]
+fn a_failed_device_interrupts_its_task_and_gets_no_placement_until_it_is_back() {
+    let mut core = fifo_core(2);
+    let a = core.submit(0.0, spec("a", 0.0, 5.0)).0; // device 0
+    let x = core.submit(0.0, spec("x", 0.0, 5.0)).0; // device 1
+    let [b, c, d] = ["b", "c", "d"].map(|id| core.submit(0.0, spec(id, 0.0, 1.0)).0);
+    assert_eq!(core.local_queue(0), vec![b, d]);
+    assert_eq!(core.local_queue(1), vec![c]);
+
+    let actions = core.handle(
+        1.0,
+        Input::Offline {
+            device: 0,
+            interrupt: true,
+        },
+    );
+    assert_eq!(actions, vec![Action::Interrupt { task: a, device: 0 }]);
+    assert!(!core.online(0));
+    // b and d join c behind x on device 1, in arrival order.
+    assert!(core.local_queue(0).is_empty());
+    assert_eq!(core.local_queue(1), vec![c, b, d]);
+    assert!(core.pending().is_empty());
+    // A second failure report changes nothing.
+    let again = Input::Offline {
+        device: 0,
+        interrupt: true,
+    };
+    assert!(core.handle(1.0, again).is_empty());
+
+    // a's end frees device 0, but nothing starts on it while it is offline.
+    assert!(core
+        .handle(1.5, Input::Finished { task: a, ok: false })
+        .is_empty());
+    let e = core.submit(2.0, spec("e", 2.0, 1.0)).0;
+    assert_eq!(core.local_queue(1), vec![c, b, d, e]);
+    assert_eq!(core.unfinished(), 5);
+
+    // Back online: the next task starts on it at once.
+    assert!(core.handle(3.0, Input::Online { device: 0 }).is_empty());
+    assert!(core.online(0));
+    let (f, actions) = core.submit(3.0, spec("f", 3.0, 1.0));
+    assert_eq!(starts(&actions), vec![(f, vec![0], 1.0)]);
+    // Device 1's queue runs in order.
+    let actions = core.handle(5.0, Input::Finished { task: x, ok: true });
+    assert_eq!(starts(&actions), vec![(c, vec![1], 1.0)]);
+}
+
+#[test]
+fn decisions_naming_an_offline_device_are_refused() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    // Puts everything on device 0, whatever its state.
+    let mut core = core(2, move |view, event| {
+        if let Event::DeviceChanged { device } = event {
+            log.lock()
+                .unwrap()
+                .push((*device, view.devices[*device as usize].online));
+        }
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, None))
+            .collect())
+    });
+    let offline = Input::Offline {
+        device: 0,
+        interrupt: true,
+    };
+    assert!(core.handle(0.0, offline.clone()).is_empty(), "nothing ran");
+    assert!(core.handle(0.0, Input::Online { device: 0 }).is_empty());
+    assert!(core.handle(0.0, offline).is_empty());
+    // The policy heard each change and saw the device's state.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(0, false), (0, true), (0, false)]
+    );
+    let (a, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
+    assert_eq!(
+        fault(&actions),
+        Some("placed task a on device 0, which is offline")
+    );
+    // The fallback places it on the online device.
+    assert_eq!(starts(&actions), vec![(a, vec![1], 1.0)]);
+}
+
+/// A task that asked to be queued again goes back to the pending queue in
+/// its arrival place when its device fails, and runs again elsewhere.
+#[test]
+fn an_interrupted_task_can_be_queued_again() {
+    let mut core = fifo_core(2);
+    let a = core.submit(0.0, spec("a", 0.0, 4.0)).0; // device 0
+    let x = core.submit(0.0, spec("x", 0.0, 2.0)).0; // device 1
+    let b = core.submit(0.0, spec("b", 0.0, 1.0)).0; // device 1, at 2
+    assert_eq!(core.local_queue(1), vec![b]);
+    let actions = core.handle(
+        1.0,
+        Input::Offline {
+            device: 0,
+            interrupt: true,
+        },
+    );
+    assert_eq!(actions, vec![Action::Interrupt { task: a, device: 0 }]);
+    // The driver stopped a and queues it again: FIFO appends it to device
+    // 1's queue, behind b.
+    assert!(core.handle(1.2, Input::Requeue { task: a }).is_empty());
+    assert_eq!(core.local_queue(1), vec![b, a]);
+    assert_eq!(core.unfinished(), 3);
+    let actions = core.handle(2.0, Input::Finished { task: x, ok: true });
+    assert_eq!(starts(&actions), vec![(b, vec![1], 1.0)]);
+    let actions = core.handle(3.0, Input::Finished { task: b, ok: true });
+    assert_eq!(starts(&actions), vec![(a, vec![1], 4.0)]);
+}
+
+/// Without `interrupt` a device drains: its running task runs to its end,
+/// its queue goes elsewhere, and nothing new starts on it.
+#[test]
+fn a_drained_device_finishes_its_task_and_takes_no_other() {
+    let mut core = fifo_core(2);
+    let a = core.submit(0.0, spec("a", 0.0, 2.0)).0; // device 0
+    let x = core.submit(0.0, spec("x", 0.0, 3.0)).0; // device 1
+    let b = core.submit(0.0, spec("b", 0.0, 1.0)).0; // device 0, at 2
+    assert_eq!(core.local_queue(0), vec![b]);
+    let actions = core.handle(
+        1.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    assert!(actions.is_empty(), "a runs on: {actions:?}");
+    assert_eq!(core.local_queue(1), vec![b]);
+    assert!(core
+        .handle(2.0, Input::Finished { task: a, ok: true })
+        .is_empty());
+    let actions = core.handle(3.0, Input::Finished { task: x, ok: true });
+    assert_eq!(starts(&actions), vec![(b, vec![1], 1.0)]);
+}
+
+/// A gang task queued on a device that goes offline leaves every queue it
+/// was in; tasks that need more devices than are online wait for them
+/// without a policy fault, and are not rejected.
+#[test]
+fn tasks_needing_an_offline_device_wait_for_it() {
+    let mut core = fifo_core(2);
+    let a = core.submit(0.0, spec("a", 0.0, 1.0)).0; // device 0
+    let gang = TaskSpec {
+        gpus: 2,
+        ..spec("g", 0.0, 1.0)
+    };
+    let g = core.submit(0.0, gang.clone()).0;
+    assert_eq!(
+        (core.local_queue(0), core.local_queue(1)),
+        (vec![g], vec![g])
+    );
+    let offline = Input::Offline {
+        device: 1,
+        interrupt: true,
+    };
+    assert!(core.handle(0.5, offline).is_empty(), "nothing ran on it");
+    assert_eq!((core.local_queue(0), core.local_queue(1)), (vec![], vec![]));
+    assert_eq!(core.pending(), [g]);
+    // A new gang task is accepted too: the host has two devices.
+    let (h, actions) = core.submit(
+        0.6,
+        TaskSpec {
+            id: "h".into(),
+            ..gang
+        },
+    );
+    assert!(actions.is_empty());
+    assert_eq!(
+        core.handle(1.0, Input::Finished { task: a, ok: true }),
+        vec![]
+    );
+    // Nothing runs and both wait: that is no fault of the policy.
+    assert!(core.handle(1.0, Input::Stalled).is_empty());
+    assert_eq!(core.pending(), [g, h]);
+    let actions = core.handle(2.0, Input::Online { device: 1 });
+    assert_eq!(starts(&actions), vec![(g, vec![0, 1], 1.0)]);
+    assert_eq!(core.local_queue(0), vec![h]);
+}

@@ -30,7 +30,7 @@ impl Views {
                 memory_gb: s.spec.memory_gb,
                 speed: s.spec.speed,
                 cost_per_hour: s.spec.cost_per_hour,
-                online: true,
+                online: s.online,
                 running: None.into(),
                 queue: RSlice::EMPTY,
                 available_at: 0.0,
@@ -52,6 +52,7 @@ impl Views {
                 // can be read; see the field's comment.
                 device.queue = unsafe { RSlice::from_raw_parts(queue.as_ptr(), queue.len()) };
                 device.running = slot.running.into();
+                device.online = slot.online;
                 device.available_at = slot.projected_free.max(now);
             } else {
                 debug_assert!(

@@ -92,6 +92,9 @@ impl Engine {
                     }
                     self.overruns.push(until, task);
                 }
+                Action::Interrupt { .. } => {
+                    unreachable!("the engine takes no device offline yet")
+                }
                 Action::Reject { task, reason } => {
                     self.end(task, TaskStatus::Rejected, Some(reason), round);
                 }
