@@ -35,7 +35,7 @@ pub use abi_stable;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.
-pub const ABI_VERSION: &str = "gpu-agent-policy-abi/3";
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/4";
 
 /// A task key: the task's index in [`View::tasks`], stable for the life of the core.
 pub type TaskKey = u64;
@@ -58,6 +58,39 @@ impl Clocks {
     };
 }
 
+/// The normalised clocks a device accepts (1.0 = its default clocks): the
+/// lowest and highest supported core and memory clocks over its clock table.
+/// The agent rounds a clock within the range up to the next supported one and
+/// refuses one outside it as a policy fault.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
+pub struct ClockRange {
+    /// Lowest core clock.
+    pub core_min: f64,
+    /// Highest core clock.
+    pub core_max: f64,
+    /// Lowest memory clock.
+    pub mem_min: f64,
+    /// Highest memory clock.
+    pub mem_max: f64,
+}
+
+impl ClockRange {
+    /// Only the default clocks.
+    pub const DEFAULT_ONLY: ClockRange = ClockRange {
+        core_min: 1.0,
+        core_max: 1.0,
+        mem_min: 1.0,
+        mem_max: 1.0,
+    };
+
+    /// Whether `clocks` lie within the range.
+    pub fn contains(&self, clocks: Clocks) -> bool {
+        (self.core_min..=self.core_max).contains(&clocks.core)
+            && (self.mem_min..=self.mem_max).contains(&clocks.mem)
+    }
+}
+
 /// Power coefficients of the DVFS model: P = p0 + gamma*fm + c*V^2*fc (watts).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
@@ -68,6 +101,15 @@ pub struct PowerModel {
     pub gamma: f64,
     /// W coefficient of V^2 * fc.
     pub c: f64,
+}
+
+impl PowerModel {
+    /// Power (W) at `clocks`, the voltage implied by the core clock
+    /// (V = 2(fc - 0.5)^2 + 0.5).
+    pub fn power_w(&self, clocks: Clocks) -> f64 {
+        let v = 2.0 * (clocks.core - 0.5).powi(2) + 0.5;
+        self.p0 + self.gamma * clocks.mem + self.c * v * v * clocks.core
+    }
 }
 
 /// A task's DVFS application profile (formats.md §6).
@@ -97,6 +139,11 @@ impl AppModel {
             t0: 0.0,
             power: ROption::RNone,
         }
+    }
+
+    /// Its power coefficients on `device`: its own, or the device's `default` ones.
+    pub fn power_on(&self, device: &Device<'_>) -> PowerModel {
+        self.power.into_option().unwrap_or(device.default_power)
     }
 
     /// Run time at `clocks` as a multiple of the run time at default clocks.
@@ -207,6 +254,11 @@ pub struct Device<'a> {
     /// When the device is expected to be free of its running task and its whole
     /// local queue (never before `now`).
     pub available_at: f64,
+    /// The clocks it accepts, normalised to its default clocks.
+    pub clock_range: ClockRange,
+    /// The power coefficients of the built-in `default` profile on it (a task
+    /// whose [`AppModel::power`] is `None` draws these).
+    pub default_power: PowerModel,
 }
 
 /// A borrowed view of the scheduler core.
@@ -764,6 +816,12 @@ mod tests {
             running: ROption::RNone,
             queue: RSlice::from_slice(&[]),
             available_at: 0.0,
+            clock_range: ClockRange::DEFAULT_ONLY,
+            default_power: PowerModel {
+                p0: 10.0,
+                gamma: 12.0,
+                c: 48.0,
+            },
         }
     }
 

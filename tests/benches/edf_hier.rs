@@ -57,6 +57,12 @@ fn device(rng: &mut Rng, index: u32) -> Device<'static> {
         running: ROption::RNone,
         queue: RSlice::from_slice(&[]),
         available_at: rng.pick(&[0.0, 0.0, 5.0, 20.0]),
+        clock_range: gpu_agent_plugin_api::ClockRange::DEFAULT_ONLY,
+        default_power: gpu_agent_plugin_api::PowerModel {
+            p0: 0.0,
+            gamma: 0.0,
+            c: 0.0,
+        },
     }
 }
 

@@ -81,9 +81,7 @@ pub fn power_model(app: &AppModel, model: &GpuModel) -> PowerModel {
 
 /// Power (W) drawn running `app` on `model` at `clocks`.
 pub fn power_w(app: &AppModel, model: &GpuModel, clocks: Clocks) -> f64 {
-    let p = power_model(app, model);
-    let v = 2.0 * (clocks.core - 0.5).powi(2) + 0.5;
-    p.p0 + p.gamma * clocks.mem + p.c * v * v * clocks.core
+    power_model(app, model).power_w(clocks)
 }
 
 #[cfg(test)]

@@ -116,6 +116,59 @@ impl GpuModel {
         )
     }
 
+    /// The clocks it accepts, normalised to its default clocks.
+    pub fn clock_range(&self) -> gpu_agent_plugin_api::ClockRange {
+        let (core, mem) = (
+            f64::from(self.core_default_mhz),
+            f64::from(self.mem_default_mhz),
+        );
+        gpu_agent_plugin_api::ClockRange {
+            core_min: f64::from(self.core_min_mhz()) / core,
+            core_max: f64::from(self.core_max_mhz()) / core,
+            mem_min: f64::from(self.mem_min_mhz()) / mem,
+            mem_max: f64::from(self.mem_max_mhz()) / mem,
+        }
+    }
+
+    /// The lowest supported clock pair at or above the normalised `clocks`
+    /// (dvfs-energy.md §6: a policy's clocks are rounded up, so a task runs
+    /// no slower than its policy planned): the lowest memory clock at or above
+    /// `clocks.mem` whose core clocks reach `clocks.core`, and the lowest of
+    /// its core clocks at or above `clocks.core`. The default clocks are
+    /// always supported (they are the application clocks). `None` when no
+    /// entry of the table reaches both.
+    pub fn round_up(
+        &self,
+        clocks: gpu_agent_plugin_api::Clocks,
+    ) -> Option<gpu_agent_plugin_api::Clocks> {
+        if clocks == gpu_agent_plugin_api::Clocks::DEFAULT {
+            return Some(clocks);
+        }
+        // MHz wanted, less a hair so that a clock computed from a supported
+        // one (f / default * default) is not pushed to the next step.
+        const HAIR: f64 = 1e-6;
+        let core = clocks.core * f64::from(self.core_default_mhz) - HAIR;
+        let mem = clocks.mem * f64::from(self.mem_default_mhz) - HAIR;
+        let entry = self
+            .clock_table
+            .iter()
+            .filter(|t| f64::from(t.mem_mhz) >= mem && f64::from(t.core_max_mhz) >= core)
+            .min_by_key(|t| t.mem_mhz)?;
+        // Core clocks are floor(max - k*step) for k = 0, 1, ... down to min:
+        // the last one at or above `core`.
+        let mut k = ((f64::from(entry.core_max_mhz) - core) / entry.core_step_mhz)
+            .floor()
+            .max(0.0);
+        let at = |k: f64| (f64::from(entry.core_max_mhz) - k * entry.core_step_mhz).floor();
+        while k > 0.0 && (at(k) < core || at(k) < f64::from(entry.core_min_mhz)) {
+            k -= 1.0;
+        }
+        Some(gpu_agent_plugin_api::Clocks {
+            core: at(k) / f64::from(self.core_default_mhz),
+            mem: f64::from(entry.mem_mhz) / f64::from(self.mem_default_mhz),
+        })
+    }
+
     /// Whether the model supports MIG.
     pub fn mig_capable(&self) -> bool {
         self.mig.is_some()
@@ -300,6 +353,78 @@ pub fn names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_agent_plugin_api::Clocks;
+
+    #[test]
+    fn clocks_round_up_to_supported_ones() {
+        let a100 = lookup("A100-SXM4-40GB").unwrap();
+        assert_eq!(a100.round_up(Clocks::DEFAULT), Some(Clocks::DEFAULT));
+        // 0.5 * 1095 = 547.5 MHz → 1410 - 15*57 = 555 MHz.
+        let half = Clocks {
+            core: 0.5,
+            mem: 1.0,
+        };
+        assert_eq!(
+            a100.round_up(half),
+            Some(Clocks {
+                core: 555.0 / 1095.0,
+                mem: 1.0
+            })
+        );
+        // A supported clock stays itself; the highest stays the highest.
+        let c = Clocks {
+            core: 555.0 / 1095.0,
+            mem: 1.0,
+        };
+        assert_eq!(a100.round_up(c), Some(c));
+        let max = Clocks {
+            core: 1410.0 / 1095.0,
+            mem: 1.0,
+        };
+        assert_eq!(a100.round_up(max), Some(max));
+        // Volta's 7.5 MHz steps: 1000 MHz → 1530 - 7.5*70 = 1005.
+        let v100 = lookup("V100-SXM2-32GB").unwrap();
+        let r = v100
+            .round_up(Clocks {
+                core: 1000.0 / 1290.0,
+                mem: 1.0,
+            })
+            .unwrap();
+        assert_eq!(v100.clocks_mhz(r), (1005, 877));
+        // Above the table: nothing.
+        assert_eq!(
+            a100.round_up(Clocks {
+                core: 1.0,
+                mem: 1.1
+            }),
+            None
+        );
+        // Every model: the range's ends are supported, and any clock within
+        // the range rounds to a supported one no lower than asked.
+        for m in CATALOGUE {
+            let r = m.clock_range();
+            for (core, mem) in [(r.core_min, r.mem_min), (r.core_max, r.mem_max), (1.0, 1.0)] {
+                let got = m.round_up(Clocks { core, mem }).unwrap();
+                assert!(
+                    got.core >= core - 1e-12 && got.mem >= mem - 1e-12,
+                    "{}",
+                    m.name
+                );
+            }
+            let mut fc = r.core_min;
+            while fc <= r.core_max {
+                let got = m.round_up(Clocks { core: fc, mem: 1.0 }).unwrap();
+                let (mhz, _) = m.clocks_mhz(got);
+                assert!(got.core >= fc - 1e-9, "{} {fc}", m.name);
+                assert!(
+                    m.clock_table.iter().any(|t| t.core_clocks().contains(&mhz)),
+                    "{}: {mhz} MHz is not supported",
+                    m.name
+                );
+                fc += 0.013;
+            }
+        }
+    }
 
     #[test]
     fn entries_are_consistent() {

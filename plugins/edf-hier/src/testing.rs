@@ -17,6 +17,12 @@ pub fn device(index: u32, speed: f64, cost_per_hour: f64) -> Device<'static> {
         running: ROption::RNone,
         queue: RSlice::from_slice(&[]),
         available_at: 0.0,
+        clock_range: gpu_agent_plugin_api::ClockRange::DEFAULT_ONLY,
+        default_power: gpu_agent_plugin_api::PowerModel {
+            p0: 0.0,
+            gamma: 0.0,
+            c: 0.0,
+        },
     }
 }
 

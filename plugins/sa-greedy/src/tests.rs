@@ -35,6 +35,12 @@ fn device(index: u32, running: Option<TaskKey>, available_at: f64) -> Device<'st
         running: running.into(),
         queue: RSlice::from_slice(&[]),
         available_at,
+        clock_range: gpu_agent_plugin_api::ClockRange::DEFAULT_ONLY,
+        default_power: gpu_agent_plugin_api::PowerModel {
+            p0: 0.0,
+            gamma: 0.0,
+            c: 0.0,
+        },
     }
 }
 

@@ -53,6 +53,12 @@ impl World {
                 running: ROption::RNone,
                 queue: RSlice::from_slice(&[]),
                 available_at: now,
+                clock_range: gpu_agent_plugin_api::ClockRange::DEFAULT_ONLY,
+                default_power: gpu_agent_plugin_api::PowerModel {
+                    p0: 0.0,
+                    gamma: 0.0,
+                    c: 0.0,
+                },
             })
             .collect();
         let pending: Vec<TaskKey> = self

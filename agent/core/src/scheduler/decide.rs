@@ -114,7 +114,8 @@ impl Core {
                 t.id, t.gpus
             ));
         }
-        let clocks = clocks.into_option().unwrap_or(Clocks::DEFAULT);
+        let asked = clocks.into_option().unwrap_or(Clocks::DEFAULT);
+        let mut clocks = asked;
         let mut runtime: f64 = 0.0;
         for (i, &d) in devices.iter().enumerate() {
             let Some(slot) = self.slots.get(d as usize) else {
@@ -139,15 +140,33 @@ impl Core {
                     t.id
                 ));
             }
-            let [(lo, hi), (mlo, mhi)] = slot.clock_range;
-            if !(lo..=hi).contains(&clocks.core) || !(mlo..=mhi).contains(&clocks.mem) {
+            let r = slot.clock_range;
+            let rounded = if r.contains(asked) {
+                slot.spec.model.round_up(asked)
+            } else {
+                None
+            };
+            let Some(rounded) = rounded else {
                 return Err(format!(
-                    "asked for clocks core {} mem {} on device {d} ({}), outside core {lo:.3}..{hi:.3} mem {mlo:.3}..{mhi:.3}",
-                    clocks.core, clocks.mem, slot.spec.model.name
+                    "asked for clocks core {} mem {} on device {d} ({}), outside core {:.3}..{:.3} mem {:.3}..{:.3}",
+                    asked.core, asked.mem, slot.spec.model.name, r.core_min, r.core_max, r.mem_min, r.mem_max
                 ));
-            }
+            };
+            // A gang on devices of different models runs at clocks no lower
+            // than any of them rounded to.
+            clocks.core = if i == 0 {
+                rounded.core
+            } else {
+                clocks.core.max(rounded.core)
+            };
+            clocks.mem = if i == 0 {
+                rounded.mem
+            } else {
+                clocks.mem.max(rounded.mem)
+            };
             runtime = runtime.max(t.runtime_on(view));
         }
+        // The run time at the clocks actually set (dvfs-energy.md §6).
         Ok(Placement {
             devices: devices.to_vec(),
             clocks,

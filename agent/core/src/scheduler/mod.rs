@@ -30,7 +30,7 @@ use gpu_agent_plugin_api::{
         nonexhaustive_enum::NonExhaustive,
         std_types::{RSlice, RStr},
     },
-    Clocks, Device, Event, Task, TaskKey, TaskState, View,
+    ClockRange, Clocks, Device, Event, PowerModel, Task, TaskKey, TaskState, View,
 };
 
 use pending::Pending;
@@ -179,8 +179,10 @@ pub(crate) struct Slot {
     /// Changed since the policies' view of it was last refreshed (its running
     /// task, its queue or its projection).
     pub view_stale: bool,
-    /// The normalised clocks the device accepts: core (min, max), memory (min, max).
-    pub clock_range: [(f64, f64); 2],
+    /// The normalised clocks the device accepts.
+    pub clock_range: ClockRange,
+    /// The `default` profile's power coefficients on it.
+    pub default_power: PowerModel,
     /// Whether placements on it are accepted ([`Input::Offline`]).
     pub online: bool,
 }
@@ -217,34 +219,22 @@ impl Core {
     pub fn new(devices: Vec<DeviceSpec>, policy: PolicyInstance) -> Core {
         let slots: Vec<Slot> = devices
             .into_iter()
-            .map(|spec| {
-                let model = spec.model;
-                let (core, mem) = (
-                    f64::from(model.core_default_mhz),
-                    f64::from(model.mem_default_mhz),
-                );
-                Slot {
-                    clock_range: [
-                        (
-                            f64::from(model.core_min_mhz()) / core,
-                            f64::from(model.core_max_mhz()) / core,
-                        ),
-                        (
-                            f64::from(model.mem_min_mhz()) / mem,
-                            f64::from(model.mem_max_mhz()) / mem,
-                        ),
-                    ],
-                    spec,
-                    running: None,
-                    running_until: 0.0,
-                    running_since: 0.0,
-                    queue: Vec::new(),
-                    head: 0,
-                    projected_free: 0.0,
-                    touched: false,
-                    view_stale: true,
-                    online: true,
-                }
+            .map(|spec| Slot {
+                clock_range: spec.model.clock_range(),
+                default_power: crate::apps::power_model(
+                    &gpu_agent_plugin_api::AppModel::builtin_default(),
+                    spec.model,
+                ),
+                spec,
+                running: None,
+                running_until: 0.0,
+                running_since: 0.0,
+                queue: Vec::new(),
+                head: 0,
+                projected_free: 0.0,
+                touched: false,
+                view_stale: true,
+                online: true,
             })
             .collect();
         let mut memories: Vec<f64> = slots.iter().map(|s| s.spec.memory_gb).collect();
@@ -267,6 +257,18 @@ impl Core {
             touched: Vec::new(),
             unfinished: 0,
         }
+    }
+
+    /// This core with every device limited to its default clocks: policies
+    /// see a [`ClockRange`] of the default point only, so a DVFS policy that
+    /// keeps to its devices' ranges makes its decisions without DVFS (the
+    /// no-DVFS baseline of the same rules).
+    pub fn at_default_clocks(mut self) -> Core {
+        for slot in &mut self.slots {
+            slot.clock_range = ClockRange::DEFAULT_ONLY;
+        }
+        self.views = Views::new(&self.slots);
+        self
     }
 
     /// The active policy's name.
@@ -736,6 +738,8 @@ pub(crate) fn slot_view(s: &Slot, now: f64) -> Device<'_> {
         running: s.running.into(),
         queue: RSlice::from_slice(s.live_queue()),
         available_at: s.projected_free.max(now),
+        clock_range: s.clock_range,
+        default_power: s.default_power,
     }
 }
 

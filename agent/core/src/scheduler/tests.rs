@@ -251,6 +251,29 @@ fn clocks_scale_the_run_time_and_are_checked() {
     assert_eq!(starts(&actions), vec![(0, vec![0], 6.0)]);
     assert!(matches!(&actions[0], Action::Start { clocks, .. } if *clocks == slow));
 
+    // Clocks between supported ones round up (T4: 15 MHz steps down from
+    // 1590), memory to the lowest clock at or above it, and the run time
+    // is that of the clocks set.
+    let between = Clocks {
+        core: 0.51,
+        mem: 0.5,
+    };
+    let mut core3 = self::core(1, move |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, Some(between)))
+            .collect())
+    });
+    let (_, actions) = core3.submit(0.0, spec("a", 0.0, 4.0));
+    let set = Clocks {
+        core: 825.0 / 1590.0,
+        mem: 1.0,
+    };
+    let runtime = 4.0 * (0.5 / set.core + 0.5);
+    assert_eq!(starts(&actions), vec![(0, vec![0], runtime)]);
+    assert!(matches!(&actions[0], Action::Start { clocks, .. } if *clocks == set));
+
     let mut core2 = self::core(1, |view, _| {
         Ok(view
             .pending

@@ -34,6 +34,8 @@ impl Views {
                 running: None.into(),
                 queue: RSlice::EMPTY,
                 available_at: 0.0,
+                clock_range: s.clock_range,
+                default_power: s.default_power,
             })
             .collect();
         Views { devices }
