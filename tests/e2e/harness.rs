@@ -12,6 +12,7 @@ pub const GREEDY_EFT: &str = "libgpu_agent_policy_greedy_eft.so";
 pub const SOS: &str = "libgpu_agent_policy_sos.so";
 pub const SA_GREEDY: &str = "libgpu_agent_policy_sa_greedy.so";
 pub const EDF_HIER: &str = "libgpu_agent_policy_edf_hier.so";
+pub const EDL: &str = "libgpu_agent_policy_edl.so";
 /// Every shipped policy plugin: (crate, file).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-fifo", FIFO),
@@ -19,6 +20,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-sos", SOS),
     ("gpu-agent-policy-sa-greedy", SA_GREEDY),
     ("gpu-agent-policy-edf-hier", EDF_HIER),
+    ("gpu-agent-policy-edl", EDL),
 ];
 /// Fixture plugins (tests/fixture-plugins, never part of the product).
 pub const PANICKY: &str = "libfixture_panicky.so";

@@ -38,6 +38,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("gpu-agent-policy-sos", &["gpu-agent-plugin-api"]),
     ("gpu-agent-policy-edf-hier", &["gpu-agent-plugin-api"]),
+    // DVFS policies: Algorithm 1 from the shared DVFS library.
+    (
+        "gpu-agent-policy-edl",
+        &["gpu-agent-plugin-api", "gpu-agent-dvfs"],
+    ),
     (
         "gpu-agent-core",
         &["gpu-agent-plugin-api", "gpu-agent-policy-fifo"],
