@@ -192,7 +192,22 @@ pub fn check_valid(
             .iter()
             .map(|r| runtime(task, host, r.gpu as usize))
             .fold(0.0, f64::max);
-        let expected = slowest * k as f64 / count as f64;
+        // At the clocks the row shows: supported ones, the run time theirs.
+        let model = host.devices[rows[0].gpu as usize].model;
+        prop_assert!(
+            model.clock_table.iter().any(
+                |t| t.mem_mhz == rows[0].mem_mhz && t.core_clocks().contains(&rows[0].core_mhz)
+            ),
+            "{} ran at unsupported clocks {} / {} MHz",
+            &task.id,
+            rows[0].core_mhz,
+            rows[0].mem_mhz
+        );
+        let clocks = gpu_agent_plugin_api::Clocks {
+            core: f64::from(rows[0].core_mhz) / f64::from(model.core_default_mhz),
+            mem: f64::from(rows[0].mem_mhz) / f64::from(model.mem_default_mhz),
+        };
+        let expected = slowest * k as f64 / count as f64 * task.app.time_factor(clocks);
         prop_assert!(
             (end - start - expected).abs() <= 1e-9 * expected.max(1.0),
             "{} ran {} s on {} devices; expected {}",
