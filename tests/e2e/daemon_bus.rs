@@ -93,6 +93,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".GetMigLayout", "method", "u", "a{sv}", "-"),
         row(".ExportMigConfig", "method", "s", "s", "-"),
         row(".AssertMigConfig", "method", "ss", "bas", "-"),
+        row(".SetDeviceOnline", "method", "ub", "-", "-"),
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
         row(".Policy", "property", "s", "\"fifo\"", "emits-change"),
@@ -108,6 +109,17 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
     ];
     expected.sort();
     assert_eq!(agent, expected);
+
+    // On mock GPUs, the root object also has the mock's fault controls.
+    let mut mock = introspect(&d, AGENT[1], "org.gpuagent.Mock1");
+    mock.sort();
+    assert_eq!(
+        mock,
+        vec![
+            row(".InjectFault", "method", "us", "-", "-"),
+            row(".Repair", "method", "u", "-", "-"),
+        ]
+    );
 
     // The root object is also the devices' object manager.
     let all = introspect(&d, AGENT[1], "org.freedesktop.DBus.ObjectManager");
@@ -148,11 +160,13 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
                 ".CoreClockMhz",
                 ".CurrentTask",
                 ".EnergyJ",
+                ".Health",
                 ".Index",
                 ".MemClockMhz",
                 ".MemoryGb",
                 ".MigEnabled",
                 ".Name",
+                ".Online",
                 ".PowerW",
                 ".Speed",
                 ".Utilization",
@@ -179,6 +193,14 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         );
         assert_eq!(get(".MigEnabled").3, "false");
         assert_eq!(get(".CurrentTask").3, "\"\"");
+        assert_eq!(
+            get(".Online"),
+            row(".Online", "property", "b", "true", "emits-change")
+        );
+        assert_eq!(
+            get(".Health"),
+            row(".Health", "property", "s", "\"ok\"", "emits-change")
+        );
         let uuid = get(".Uuid");
         assert_eq!((uuid.2.as_str(), uuid.4.as_str()), ("s", "const"));
         assert!(uuid.3.starts_with("\"GPU-"), "{uuid:?}");
@@ -257,13 +279,15 @@ fn daemon_get_managed_objects_lists_the_four_devices() {
         let names: Vec<&String> = ifaces.as_object().unwrap().keys().collect();
         assert_eq!(names, vec!["org.gpuagent.Device1"]);
         let props = json_dict(&ifaces["org.gpuagent.Device1"]);
-        assert_eq!(props.len(), 12, "{props:?}");
+        assert_eq!(props.len(), 14, "{props:?}");
         assert_eq!(props["Index"], ("u".into(), json!(i)));
         assert_eq!(props["Name"], ("s".into(), json!(name)));
         assert_eq!(props["MemoryGb"], ("d".into(), json!(memory)));
         assert_eq!(props["Speed"], ("d".into(), json!(speed)));
         assert_eq!(props["MigEnabled"], ("b".into(), json!(false)));
         assert_eq!(props["CurrentTask"], ("s".into(), json!("")));
+        assert_eq!(props["Online"], ("b".into(), json!(true)));
+        assert_eq!(props["Health"], ("s".into(), json!("ok")));
         let uuid = d.busctl_json(&[
             "get-property",
             AGENT[0],

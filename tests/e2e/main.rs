@@ -15,6 +15,7 @@ mod daemon_bus;
 mod daemon_crash;
 mod daemon_errors;
 mod daemon_exec;
+mod daemon_health;
 mod daemon_metrics;
 mod daemon_mig;
 mod daemon_overrun;

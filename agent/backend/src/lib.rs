@@ -10,6 +10,7 @@ pub mod mock;
 pub mod nvml;
 mod snapshot;
 mod types;
+pub mod xid;
 
 #[cfg(test)]
 mod conformance;

@@ -25,18 +25,48 @@ pub struct StatusArgs {
     json: bool,
 }
 
-/// List the schedulable devices with their live readings and running task.
+/// List the schedulable devices with their live readings, health and
+/// running task; or take a GPU offline or bring it back.
 ///
 /// One row per GPU or MIG instance the daemon schedules on. `-`: the device
-/// does not report that reading.
+/// does not report that reading. HEALTH is `ok`; `lost` (the GPU fell off
+/// the bus) or `xid N: what` (a critical XID error): it went offline, its
+/// running task failed (or was queued again with `requeue`), and it takes
+/// no work until an admin brings it back with `gpuctl devices online GPU`;
+/// or `drained` (an admin's `gpuctl devices offline GPU`).
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  gpuctl devices\n  gpuctl devices --json")]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  gpuctl devices\n  gpuctl devices --json\n  gpuctl devices offline 1\n  gpuctl devices online 1"
+)]
 pub struct DevicesArgs {
+    #[command(subcommand)]
+    command: Option<DevicesCommand>,
     #[command(flatten)]
     bus: BusArgs,
     /// Print a JSON array, one object per device (unreported readings are null).
     #[arg(long)]
     json: bool,
+}
+
+/// What `gpuctl devices` does besides listing.
+#[derive(clap::Subcommand)]
+enum DevicesCommand {
+    Online(DeviceStateArgs),
+    Offline(DeviceStateArgs),
+}
+
+/// `gpuctl devices online GPU` brings a GPU that went offline back, once the
+/// daemon can reach it again (after a GPU reset, say); `gpuctl devices
+/// offline GPU` drains it: its running task ends as it would, its queued
+/// tasks go to other GPUs, and nothing else is placed on it. Admins only;
+/// the state survives a restart of the daemon.
+#[derive(clap::Args)]
+struct DeviceStateArgs {
+    #[command(flatten)]
+    bus: BusArgs,
+    /// The GPU's index (`gpuctl devices`).
+    gpu: u32,
 }
 
 /// List the scheduling policies, or switch to another.
@@ -263,8 +293,26 @@ fn status_text(s: &Status) -> String {
     table.render()
 }
 
-/// Prints the devices.
+/// Prints the devices, or takes one offline or online.
 pub fn devices(args: DevicesArgs) -> Result<()> {
+    if let Some(command) = args.command {
+        let (online, args) = match command {
+            DevicesCommand::Online(args) => (true, args),
+            DevicesCommand::Offline(args) => (false, args),
+        };
+        block_on(async {
+            let client = Client::connect(&args.bus).await?;
+            client
+                .call(client.agent.set_device_online(args.gpu, online))
+                .await
+        })?;
+        let what = if online {
+            "is back online"
+        } else {
+            "is drained: it takes no new work"
+        };
+        return emit(&format!("GPU {} {what}\n", args.gpu));
+    }
     let devices = block_on(async {
         let client = Client::connect(&args.bus).await?;
         fetch_devices(&client).await
@@ -290,6 +338,7 @@ fn devices_table(devices: &[DeviceStatus]) -> String {
         ("ENERGY", Right),
         ("UTIL", Right),
         ("MIG", Left),
+        ("HEALTH", Left),
         ("TASK", Left),
     ]);
     for d in devices {
@@ -309,6 +358,7 @@ fn devices_table(devices: &[DeviceStatus]) -> String {
             units::energy(d.energy_j),
             units::percent(d.utilization),
             if d.mig_enabled { "on" } else { "off" }.into(),
+            d.health.clone(),
             if d.current_task.is_empty() {
                 "-".into()
             } else {
@@ -538,6 +588,8 @@ mod tests {
             utilization: 0.873,
             mig_enabled: false,
             current_task: "t42".into(),
+            online: true,
+            health: "ok".into(),
         }
     }
 
@@ -554,13 +606,15 @@ mod tests {
             utilization: f64::NAN,
             mig_enabled: true,
             current_task: String::new(),
+            online: false,
+            health: "lost".into(),
             ..device(10)
         };
         assert_eq!(
             devices_table(&[device(0), unread]),
-            "INDEX  NAME                    MEMORY  SPEED         CLOCKS    POWER    ENERGY  UTIL  MIG  TASK\n\
-             \x20   0  NVIDIA A100-SXM4-40GB    40 GB   1.00  1410/1215 MHz  250.3 W  12.35 kJ  87 %  off  t42\n\
-             \x20  10  T4                     15.8 GB   0.25              -        -         -     -  on   -\n"
+            "INDEX  NAME                    MEMORY  SPEED         CLOCKS    POWER    ENERGY  UTIL  MIG  HEALTH  TASK\n\
+             \x20   0  NVIDIA A100-SXM4-40GB    40 GB   1.00  1410/1215 MHz  250.3 W  12.35 kJ  87 %  off  ok      t42\n\
+             \x20  10  T4                     15.8 GB   0.25              -        -         -     -  on   lost    -\n"
         );
     }
 

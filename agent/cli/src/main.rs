@@ -9,6 +9,7 @@ mod dvfs_paper;
 mod inspect;
 mod mig;
 mod mig_plan;
+mod mock;
 mod plot;
 mod simulate;
 mod submit;
@@ -46,6 +47,7 @@ enum Command {
     Reload(agent::ReloadArgs),
     Metrics(agent::MetricsArgs),
     Mig(mig::Args),
+    Mock(mock::Args),
     Simulate(simulate::Args),
     Inspect(inspect::Args),
     Demo(demo::Args),
@@ -148,6 +150,7 @@ fn main() -> ExitCode {
         Command::Policy(args) => agent::policy(args),
         Command::Reload(args) => agent::reload(args),
         Command::Metrics(args) => agent::metrics(args),
+        Command::Mock(args) => mock::run(args),
         Command::Mig(args) => mig::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Inspect(args) => inspect::run(args),

@@ -65,6 +65,8 @@ pub fn read(backend: &dyn GpuBackend, spec: &DeviceSpec, current_task: String) -
             .flatten()
             .is_some_and(|m| m.current),
         current_task,
+        online: true,
+        health: crate::engine::HEALTH_OK.into(),
     }
 }
 
@@ -95,11 +97,14 @@ async fn update(object: &InterfaceRef<DeviceObject>, fresh: DeviceStatus) -> zbu
     let emitter = object.signal_emitter();
     let mut dev = object.get_mut().await;
     let old = dev.status.clone();
-    // Identity, memory and speed are constant; the task comes from the engine.
+    // Identity, memory and speed are constant; the task and the health
+    // come from the engine.
     dev.status = DeviceStatus {
         uuid: old.uuid.clone(),
         name: old.name.clone(),
         current_task: old.current_task.clone(),
+        online: old.online,
+        health: old.health.clone(),
         ..fresh
     };
     let new = dev.status.clone();
@@ -135,6 +140,25 @@ pub async fn set_current_task(
     if dev.status.current_task != task {
         dev.status.current_task = task;
         dev.current_task_changed(object.signal_emitter()).await?;
+    }
+    Ok(())
+}
+
+/// Sets whether a device takes work and its health, and signals them.
+pub async fn set_health(
+    object: &InterfaceRef<DeviceObject>,
+    online: bool,
+    health: String,
+) -> zbus::Result<()> {
+    let mut dev = object.get_mut().await;
+    let emitter = object.signal_emitter();
+    if dev.status.online != online {
+        dev.status.online = online;
+        dev.online_changed(emitter).await?;
+    }
+    if dev.status.health != health {
+        dev.status.health = health;
+        dev.health_changed(emitter).await?;
     }
     Ok(())
 }

@@ -113,6 +113,12 @@ pub fn render(
         "1 while a task runs on the GPU",
         None,
     );
+    let online = gauge(
+        &mut registry,
+        "gpu_online",
+        "1 while the GPU takes work; 0 after a failure (label health: lost, xid N: what) or an admin's drain",
+        None,
+    );
     for spec in specs {
         let status = devices::read(backend, spec, String::new());
         let labels: Labels = vec![
@@ -142,6 +148,19 @@ pub fn render(
             .copied()
             .unwrap_or(false);
         set(&busy, if running { 1.0 } else { 0.0 });
+        let health = census
+            .health
+            .get(spec.index as usize)
+            .map_or(crate::engine::HEALTH_OK, String::as_str);
+        let mut with_health = labels.clone();
+        with_health.push(("health".into(), health.into()));
+        online
+            .get_or_create(&with_health)
+            .set(if health == crate::engine::HEALTH_OK {
+                1.0
+            } else {
+                0.0
+            });
     }
     let tasks = gauge(&mut registry, "tasks", "Tasks by state", None);
     for (state, n) in &census.tasks {
@@ -368,12 +387,14 @@ mod tests {
             pending: 2,
             local: 3,
             busy: vec![true],
+            health: vec!["xid 79: GPU has fallen off the bus".into()],
         };
         let text = classic(&render(&mock, &host.devices, &census, &telemetry));
         for line in [
             "# TYPE gpu_agent_gpu_power_watts gauge",
             "gpu_agent_gpu_memory_bytes{gpu=\"0\",",
             "gpu_agent_gpu_busy{gpu=\"0\",",
+            "health=\"xid 79: GPU has fallen off the bus\"} 0.0",
             "gpu_agent_tasks{state=\"running\"} 1.0",
             "gpu_agent_queue_length{queue=\"pending\"} 2.0",
             "gpu_agent_queue_length{queue=\"local\"} 3.0",

@@ -12,6 +12,7 @@ pub mod early_signals;
 pub mod engine;
 pub mod exec;
 pub mod exporter;
+pub mod health;
 pub mod mig;
 pub mod policy_params;
 pub mod service;
@@ -107,8 +108,8 @@ pub struct Options {
 pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
     let cfg = &options.config;
     let time = Timebase::new(cfg.time_scale).ok_or(DaemonError::TimeScale(cfg.time_scale))?;
-    type Backends = (Arc<dyn GpuBackend>, Option<Arc<dyn ModelledLoad>>);
-    let ((backend, load), devices, backend_name): (Backends, _, _) = match &cfg.mock {
+    type Backends = (Arc<dyn GpuBackend>, Option<Arc<MockBackend>>);
+    let ((backend, mock), devices, backend_name): (Backends, _, _) = match &cfg.mock {
         Some(file) => {
             let host = gpu_agent_sim::input::host::load(file)?;
             let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
@@ -124,6 +125,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             ((nvml, None), devices, "nvml".to_string())
         }
     };
+    let load = mock.clone().map(|m| m as Arc<dyn ModelledLoad>);
     let apps = match &cfg.apps {
         Some(file) => gpu_agent_sim::input::apps::load(file)?,
         None => AppLibrary::default(),
@@ -202,6 +204,14 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         .serve_at(AGENT_PATH, agent)
         .and_then(|b| b.serve_at(AGENT_PATH, ObjectManager))
         .map_err(bus_error)?;
+    if let Some(mock) = &mock {
+        let control = health::MockControl::new(
+            mock.clone(),
+            devices.len() as u32,
+            auth::Auth::new(nix::unistd::getuid().as_raw()),
+        );
+        builder = builder.serve_at(AGENT_PATH, control).map_err(bus_error)?;
+    }
     for spec in &devices {
         let status = devices::read(&*backend, spec, String::new());
         builder = builder
@@ -236,6 +246,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         },
         requests,
     )?;
+    let stop_events = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let events = health::watch(backend.clone(), engine.clone(), stop_events.clone())
+        .map_err(|e| DaemonError::Engine(EngineError::Thread(e)))?;
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
     let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
     let metrics = metrics_listener.map(|listener| {
@@ -264,6 +277,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     }
     drop(engine);
     let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+    stop_events.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = tokio::task::spawn_blocking(move || events.join()).await;
     sampler.abort();
     hangups.abort();
     if let Some(m) = metrics {
@@ -409,6 +424,14 @@ async fn pump_notices(
             }
             Notice::CurrentTask { device, task } => match objects.get(device as usize) {
                 Some(object) => devices::set_current_task(object, task).await,
+                None => Ok(()),
+            },
+            Notice::DeviceHealth {
+                device,
+                online,
+                health,
+            } => match objects.get(device as usize) {
+                Some(object) => devices::set_health(object, online, health).await,
                 None => Ok(()),
             },
             Notice::Policy { name, parameters } => {

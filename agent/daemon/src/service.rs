@@ -271,6 +271,23 @@ impl AgentService {
         blocking(move || mig.assert(&yaml, &name)).await
     }
 
+    /// Brings GPU `gpu` back online after probing it (refused while it does
+    /// not answer), or drains it (`online` false): its running task ends as
+    /// it would, and nothing else is placed on it. Admins only.
+    async fn set_device_online(
+        &self,
+        gpu: u32,
+        online: bool,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("take GPUs offline or online")?;
+        self.ask(|reply| Request::SetDeviceOnline { gpu, online, reply })
+            .await
+    }
+
     /// A task changed state.
     #[zbus(signal)]
     pub async fn task_changed(
@@ -387,5 +404,15 @@ impl DeviceObject {
     #[zbus(property)]
     async fn current_task(&self) -> String {
         self.status.current_task.clone()
+    }
+    /// Whether it takes work.
+    #[zbus(property)]
+    async fn online(&self) -> bool {
+        self.status.online
+    }
+    /// `ok`, `drained`, `lost` or `xid N: what`.
+    #[zbus(property)]
+    async fn health(&self) -> String {
+        self.status.health.clone()
     }
 }

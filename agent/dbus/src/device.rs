@@ -31,6 +31,12 @@ pub struct DeviceStatus {
     pub mig_enabled: bool,
     /// The id of the task running on it, or `""`.
     pub current_task: String,
+    /// Whether it takes work: false after a failure or an admin's drain,
+    /// until an admin brings it back.
+    pub online: bool,
+    /// `ok`, `drained` (by an admin), `lost` (fell off the bus), or
+    /// `xid N: what` (a critical XID error).
+    pub health: String,
 }
 
 impl DeviceStatus {
@@ -49,6 +55,8 @@ impl DeviceStatus {
             ("Utilization".into(), owned(self.utilization)),
             ("MigEnabled".into(), owned(self.mig_enabled)),
             ("CurrentTask".into(), owned(self.current_task.as_str())),
+            ("Online".into(), owned(self.online)),
+            ("Health".into(), owned(self.health.as_str())),
         ])
     }
 
@@ -77,6 +85,8 @@ impl DeviceStatus {
             utilization: get(d, "Utilization")?,
             mig_enabled: get(d, "MigEnabled")?,
             current_task: get::<&str>(d, "CurrentTask")?.into(),
+            online: get(d, "Online")?,
+            health: get::<&str>(d, "Health")?.into(),
         })
     }
 }

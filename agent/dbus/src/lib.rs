@@ -110,6 +110,9 @@ pub trait Agent1 {
     /// Whether the host is as configuration `name` of the v1 file `yaml` asks
     /// (`""`: its only one); the differences.
     fn assert_mig_config(&self, yaml: &str, name: &str) -> zbus::Result<(bool, Vec<String>)>;
+
+    /// Brings GPU `gpu` back online (after probing it), or drains it.
+    fn set_device_online(&self, gpu: u32, online: bool) -> zbus::Result<()>;
     /// A task changed state.
     #[zbus(signal)]
     fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;
@@ -169,6 +172,29 @@ pub trait Device1 {
     /// The id of the task running on it, or `""`.
     #[zbus(property)]
     fn current_task(&self) -> zbus::Result<String>;
+
+    /// Whether it takes work.
+    #[zbus(property)]
+    fn online(&self) -> zbus::Result<bool>;
+
+    /// `ok`, `drained`, `lost` or `xid N: what`.
+    #[zbus(property)]
+    fn health(&self) -> zbus::Result<String>;
+}
+
+/// The mock backend's fault controls (`org.gpuagent.Mock1`, served only by a
+/// daemon on mock GPUs).
+#[proxy(
+    interface = "org.gpuagent.Mock1",
+    default_service = "org.gpuagent.Agent1",
+    default_path = "/org/gpuagent/Agent1"
+)]
+pub trait Mock1 {
+    /// Injects `fault` (`lost`, or `xid N`) on mock GPU `gpu`.
+    fn inject_fault(&self, gpu: u32, fault: &str) -> zbus::Result<()>;
+
+    /// Puts lost mock GPU `gpu` back on the bus.
+    fn repair(&self, gpu: u32) -> zbus::Result<()>;
 }
 
 /// `name: message` of a D-Bus error reply, as the daemon sent it; other

@@ -189,6 +189,8 @@ fn device_and_metrics_round_trip() {
         utilization: 0.0,
         mig_enabled: false,
         current_task: "".into(),
+        online: false,
+        health: "xid 79: GPU has fallen off the bus".into(),
     };
     assert_eq!(DeviceStatus::from_dict(&dev.to_dict()).unwrap(), dev);
     let m = gpu_agent_core::metrics::Metrics {

@@ -178,3 +178,26 @@ fn the_call_log_records_every_call_in_order() {
         ]
     );
 }
+
+#[test]
+fn a_repaired_gpu_answers_again_with_its_controls_reset() {
+    let (mock, _) = every_model();
+    let b = as_dyn(&mock);
+    let range = b.supported_clocks(1).unwrap()[0].core_mhz[0];
+    b.lock_core_clocks(
+        1,
+        ClockRange {
+            min_mhz: range,
+            max_mhz: range,
+        },
+    )
+    .unwrap();
+    mock.inject(1, Fault::GpuLost);
+    assert_eq!(outcome(&b.device_info(1)), "GpuLost");
+    assert!(mock.repair(1));
+    assert!(b.device_info(1).is_ok());
+    assert_eq!(mock.controls(1).unwrap().locked_core, None);
+    // Repairing a sound GPU changes nothing; an unknown index is refused.
+    assert!(mock.repair(0));
+    assert!(!mock.repair(99));
+}

@@ -85,6 +85,15 @@ impl MockGpu {
         }
     }
 
+    /// Back on the bus after it was lost: no processes, controls reset, and
+    /// the time it was gone not counted.
+    pub fn repair(&mut self, now: f64) {
+        self.lost = false;
+        self.processes.clear();
+        self.reset();
+        self.last_t = now;
+    }
+
     pub fn energy_mj(&self) -> u64 {
         self.energy_mj as u64
     }

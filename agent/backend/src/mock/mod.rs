@@ -249,9 +249,26 @@ impl MockBackend {
         self.event_ready.notify_all();
     }
 
-    /// Removes every standing fault (a lost GPU stays lost).
+    /// Removes every standing fault (a lost GPU stays lost: see
+    /// [`repair`](Self::repair)).
     pub fn clear_faults(&self) {
         self.lock().faults.clear();
+    }
+
+    /// Brings lost `gpu` back on the bus, as a reset or a re-seat would:
+    /// calls on it succeed again, its controls at their defaults and no
+    /// energy counted for the time it was gone. Nothing for a GPU that is
+    /// not lost; `false` for an unknown index.
+    pub fn repair(&self, gpu: u32) -> bool {
+        let mut st = self.lock();
+        let now = self.clock.now();
+        let Some(g) = st.gpus.get_mut(gpu as usize) else {
+            return false;
+        };
+        if g.lost {
+            g.repair(now);
+        }
+        true
     }
 
     /// Every call received so far, in order.

@@ -130,7 +130,8 @@ pub enum Input {
     /// device drains: its running task ends as it would. An admin's drain
     /// uses this, and so can MIG re-partitioning (issue 14), which must
     /// empty a GPU before it changes its layout and then brings it back
-    /// with [`Input::Online`]. Nothing happens for a device already offline.
+    /// with [`Input::Online`]. For a device already offline only the
+    /// interrupt happens, if asked for (a drained device that then fails).
     Offline {
         /// The device.
         device: u32,
@@ -538,6 +539,9 @@ impl Core {
             .expect("running task has a placement")
             .devices
             .clone();
+        if self.now < self.slots[devices[0] as usize].running_until {
+            return; // a check due for an earlier run of a task queued again
+        }
         let since = self.slots[devices[0] as usize].running_since;
         // As long again as it has run so far (at least a millisecond): the
         // estimate doubles at each check, so checks stay few.
@@ -555,16 +559,17 @@ impl Core {
     /// `device` goes offline: see [`Input::Offline`].
     fn offline(&mut self, device: u32, interrupt: bool, actions: &mut Vec<Action>) {
         let slot = &mut self.slots[device as usize];
-        if !slot.online {
-            return;
-        }
-        slot.online = false;
+        let was_online = std::mem::replace(&mut slot.online, false);
         let running = slot.running;
-        self.return_queues(&[device]);
+        if was_online {
+            self.return_queues(&[device]);
+        }
         if let Some(task) = running.filter(|_| interrupt) {
             actions.push(Action::Interrupt { task, device });
         }
-        self.consult(Event::DeviceChanged { device }, actions);
+        if was_online {
+            self.consult(Event::DeviceChanged { device }, actions);
+        }
     }
 
     /// Sends every task waiting in the local queues of `devices` back to the

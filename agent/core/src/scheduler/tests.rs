@@ -563,12 +563,14 @@ fn a_failed_device_interrupts_its_task_and_gets_no_placement_until_it_is_back() 
     assert!(core.local_queue(0).is_empty());
     assert_eq!(core.local_queue(1), vec![c, b, d]);
     assert!(core.pending().is_empty());
-    // A second failure report changes nothing.
+    // A second failure report only asks again to stop a.
     let again = Input::Offline {
         device: 0,
         interrupt: true,
     };
-    assert!(core.handle(1.0, again).is_empty());
+    let actions = core.handle(1.0, again);
+    assert_eq!(actions, vec![Action::Interrupt { task: a, device: 0 }]);
+    assert_eq!(core.local_queue(1), vec![c, b, d]);
 
     // a's end frees device 0, but nothing starts on it while it is offline.
     assert!(core
@@ -653,6 +655,16 @@ fn an_interrupted_task_can_be_queued_again() {
     assert_eq!(starts(&actions), vec![(b, vec![1], 1.0)]);
     let actions = core.handle(3.0, Input::Finished { task: b, ok: true });
     assert_eq!(starts(&actions), vec![(a, vec![1], 4.0)]);
+    // The overrun check due at its first run's end (4) is stale now.
+    assert!(core.handle(4.0, Input::Overran { task: a }).is_empty());
+    let actions = core.handle(7.0, Input::Overran { task: a });
+    assert_eq!(
+        actions,
+        vec![Action::Overrunning {
+            task: a,
+            until: 11.0
+        }]
+    );
 }
 
 /// Without `interrupt` a device drains: its running task runs to its end,
@@ -673,6 +685,15 @@ fn a_drained_device_finishes_its_task_and_takes_no_other() {
     );
     assert!(actions.is_empty(), "a runs on: {actions:?}");
     assert_eq!(core.local_queue(1), vec![b]);
+    // It fails while draining: now a is stopped.
+    let failed = Input::Offline {
+        device: 0,
+        interrupt: true,
+    };
+    assert_eq!(
+        core.handle(1.5, failed),
+        vec![Action::Interrupt { task: a, device: 0 }]
+    );
     assert!(core
         .handle(2.0, Input::Finished { task: a, ok: true })
         .is_empty());

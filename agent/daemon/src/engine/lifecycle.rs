@@ -3,7 +3,7 @@
 
 use gpu_agent_plugin_api::{Clocks, TaskKey};
 
-use super::executor::{AtStop, Start};
+use super::executor::{AtStop, Cancelled, Start};
 use super::{Effect, Engine, How, Notice, Request, Round, Running};
 use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
@@ -74,6 +74,7 @@ impl Engine {
                             energy_at_start: Vec::new(),
                             clocks_set,
                             cancelled: false,
+                            interrupted: None,
                         },
                     );
                     round.effects.push(Effect::Launch(task, runtime));
@@ -92,8 +93,20 @@ impl Engine {
                     }
                     self.overruns.push(until, task);
                 }
-                Action::Interrupt { .. } => {
-                    unreachable!("the engine takes no device offline yet")
+                Action::Interrupt { task, device } => {
+                    let reason = self.interrupt_reason(device);
+                    let grace = self.cancel_grace();
+                    let Some(run) = self.running.get_mut(&task) else {
+                        continue;
+                    };
+                    if run.interrupted.is_some() {
+                        continue; // already being stopped
+                    }
+                    run.interrupted = Some(reason);
+                    let how = run.how;
+                    if self.exec.of(how).cancel(task, grace) == Cancelled::Ended {
+                        self.finish(task, Err("stopped".into()), round);
+                    }
                 }
                 Action::Reject { task, reason } => {
                     self.end(task, TaskStatus::Rejected, Some(reason), round);
@@ -147,9 +160,21 @@ impl Engine {
         if let Some(info) = self.tasks.get_mut(key) {
             info.energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);
         }
-        let ok = result.is_ok();
+        let ok = result.is_ok() && run.interrupted.is_none();
+        if let Some(reason) = run.interrupted.as_ref().filter(|_| !run.cancelled) {
+            if task.spec.requeue && !self.stopping {
+                // Its device failed under it: it waits again, in its place.
+                log::warn!("task {}: {reason}; queued again (requeue)", task.id);
+                self.requeue(key, round);
+                let now = self.time.model_now();
+                let actions = self.decide(|core| core.handle(now, Input::Requeue { task: key }));
+                self.apply(actions, round);
+                return;
+            }
+        }
         let (state, reason) = match result {
             _ if run.cancelled => (TaskStatus::Cancelled, None),
+            _ if run.interrupted.is_some() => (TaskStatus::Failed, run.interrupted),
             Ok(()) => (TaskStatus::Succeeded, None),
             Err(reason) => (TaskStatus::Failed, Some(reason)),
         };
@@ -159,6 +184,31 @@ impl Engine {
             let actions = self.decide(|core| core.handle(now, Input::Finished { task: key, ok }));
             self.apply(actions, round);
         }
+    }
+
+    /// Records a task that ran as waiting again (`requeue`): queued, with
+    /// no trace of the run.
+    fn requeue(&mut self, key: TaskKey, round: &mut Round) {
+        let Some(info) = self.tasks.get_mut(key) else {
+            return;
+        };
+        *info = TaskInfo {
+            state: TaskStatus::Queued,
+            devices: Vec::new(),
+            started: None,
+            finished: None,
+            exit_code: None,
+            energy_j: None,
+            reason: None,
+            ..info.clone()
+        };
+        let info = info.clone();
+        round.notice(Notice::TaskChanged {
+            id: info.id.clone(),
+            state: TaskStatus::Queued,
+        });
+        round.ops.push(Op::put(info));
+        self.tasks.unplace(key);
     }
 
     /// Records that a task ended in `state`.
@@ -206,35 +256,21 @@ impl Engine {
             }
             let requeue = self.tasks.get(key).is_some_and(|t| t.spec.requeue);
             self.finish(key, Err("gpu-agentd stopped while it ran".into()), round);
-            if let Some(info) = self.tasks.get_mut(key).filter(|_| requeue) {
-                *info = TaskInfo {
-                    state: TaskStatus::Queued,
-                    devices: Vec::new(),
-                    started: None,
-                    finished: None,
-                    exit_code: None,
-                    energy_j: None,
-                    reason: None,
-                    ..info.clone()
-                };
-                let info = info.clone();
-                round.notice(Notice::TaskChanged {
-                    id: info.id.clone(),
-                    state: TaskStatus::Queued,
-                });
-                round.ops.push(Op::put(info));
+            if requeue {
+                self.requeue(key, round);
             }
         }
         // Signalled once the stop is stored; the daemon waits for them.
         round.effects.push(Effect::EndGroups(groups));
     }
 
-    /// Puts the stored tasks back: waiting ones go to the core again in
-    /// submission order; ones that were running are lost, or queued again
+    /// Puts the stored state back: offline devices go offline in the core
+    /// first, then waiting tasks go to the core again in submission order; ones that were running are lost, or queued again
     /// when their spec says `requeue`. Controls a previous run left changed
     /// are restored.
     pub(super) fn restore(
         &mut self,
+        health: Vec<String>,
         stored: Vec<TaskInfo>,
         controls: Vec<ControlRecord>,
         processes: Vec<(String, u32)>,
@@ -302,6 +338,7 @@ impl Engine {
             }
         }
         self.store.commit(&std::mem::take(&mut round.ops))?;
+        self.restore_health(health, &mut round);
         let now = self.time.model_now();
         for &key in &waiting {
             let Some(info) = self.tasks.get(key) else {

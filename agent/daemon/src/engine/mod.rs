@@ -19,6 +19,7 @@
 //! for tasks with a command, `modelled::Modelled` for the rest.
 
 mod executor;
+mod health;
 mod lifecycle;
 mod modelled;
 mod process;
@@ -54,6 +55,7 @@ use process::Processes;
 use table::TaskTable;
 use tokens::ClientTokens;
 
+pub use health::OK as HEALTH_OK;
 pub use time::Timebase;
 
 /// How a request is answered.
@@ -143,6 +145,20 @@ pub enum Request {
         /// How it ended.
         exit: Exit,
     },
+    /// The backend reported an event on a GPU (sent by the event watcher).
+    DeviceEvent {
+        /// The event.
+        event: gpu_agent_backend::DeviceEvent,
+    },
+    /// Bring a GPU back online (after probing it), or drain it.
+    SetDeviceOnline {
+        /// The GPU.
+        gpu: u32,
+        /// Online, or drained.
+        online: bool,
+        /// Answered once the change is stored.
+        reply: Reply<()>,
+    },
     /// A task's process could not be started (sent by the engine to itself).
     LaunchFailed {
         /// The task.
@@ -185,6 +201,15 @@ pub enum Notice {
         device: u32,
         /// The task's id.
         task: String,
+    },
+    /// A device went offline or came back.
+    DeviceHealth {
+        /// The device.
+        device: u32,
+        /// Whether it takes work.
+        online: bool,
+        /// `ok`, `drained`, `lost` or `xid N: ...`.
+        health: String,
     },
     /// The active policy, or its parameters, changed.
     Policy {
@@ -243,6 +268,8 @@ pub struct Census {
     pub local: usize,
     /// Per device: whether a task runs on it.
     pub busy: Vec<bool>,
+    /// Per device: its health (`ok`: online).
+    pub health: Vec<String>,
 }
 
 /// Why the engine could not start.
@@ -290,6 +317,8 @@ struct Running {
     clocks_set: bool,
     /// Whether it was cancelled.
     cancelled: bool,
+    /// Why it was stopped, if a device of it went offline.
+    interrupted: Option<String>,
 }
 
 /// Something to do once the round's changes are stored.
@@ -354,6 +383,8 @@ pub struct Engine {
     /// Requests the engine sent itself, handled before waiting again.
     deferred: Vec<Request>,
     tasks: TaskTable,
+    /// Each device's health (`health::OK`: online).
+    health: Vec<String>,
     running: HashMap<TaskKey, Running>,
     exec: Executors,
     /// Policy wake-ups.
@@ -407,6 +438,7 @@ impl Engine {
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
+        let health = health::stored(&setup.store, setup.devices.len())?;
         let gpus = MockLoad(setup.load);
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy),
@@ -422,6 +454,7 @@ impl Engine {
             notices: setup.notices,
             deferred: Vec::new(),
             tasks: TaskTable::default(),
+            health: Vec::new(),
             running: HashMap::new(),
             exec: Executors {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
@@ -440,7 +473,7 @@ impl Engine {
         for task in &stored {
             engine.tokens.remember(task, now_unix);
         }
-        let round = engine.restore(stored, controls, processes)?;
+        let round = engine.restore(health, stored, controls, processes)?;
         std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
@@ -652,6 +685,7 @@ impl Engine {
             pending,
             local: by_state.get(&TaskStatus::Assigned).copied().unwrap_or(0),
             busy,
+            health: self.health.clone(),
         }
     }
 

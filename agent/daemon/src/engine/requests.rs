@@ -49,6 +49,9 @@ impl Engine {
             Request::Reload { reply } => {
                 round.reply(reply, Err(stopping("nothing was reloaded")));
             }
+            Request::SetDeviceOnline { reply, .. } => {
+                round.reply(reply, Err(stopping("the device is left as it is")));
+            }
             // Answered after the first stop's effects.
             Request::Stop { reply } => round.answer(reply, ()),
             // Reads, and the ends of processes kept on a stop.
@@ -132,6 +135,11 @@ impl Engine {
                     }
                     self.finish(key, result, round);
                 }
+            }
+            Request::DeviceEvent { event } => self.device_event(event, round),
+            Request::SetDeviceOnline { gpu, online, reply } => {
+                let result = self.set_device_online(gpu, online, round);
+                round.reply(reply, result);
             }
             Request::LaunchFailed { key, reason } => {
                 if self.running.contains_key(&key) {

@@ -77,6 +77,14 @@ impl TaskTable {
         self.tasks.iter().zip(self.keys.iter().copied())
     }
 
+    /// `key` waits for the policy again (a task queued again after its run
+    /// was stopped): its next placement is reported.
+    pub(super) fn unplace(&mut self, key: TaskKey) {
+        if let Err(at) = self.unplaced.binary_search(&key) {
+            self.unplaced.insert(at, key);
+        }
+    }
+
     /// The keys the policy placed in a local queue since the last call, in
     /// key order; `state` is a key's state in the core. A task still pending
     /// is asked again next time; one that left the central queue any other

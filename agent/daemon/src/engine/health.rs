@@ -1,0 +1,157 @@
+//! GPU health: devices going offline on the backend's events or an admin's
+//! drain, and coming back when an admin says so.
+//!
+//! A GPU-lost event or a critical XID (`gpu_agent_backend::xid`) takes a
+//! device offline: the core returns its local queue to the pending queue
+//! and answers `Interrupt` for its running task, which then ends `failed`
+//! (or is queued again with `requeue`). An admin's `SetDeviceOnline(gpu,
+//! false)` drains it instead: its running task runs to its end.
+//!
+//! Health is stored (meta `health.<index>`) before anything acts on it, so a
+//! restarted daemon keeps an offline device offline: a GPU with an
+//! uncorrectable error must not take work again because the daemon was
+//! restarted. It comes back only with `SetDeviceOnline(gpu, true)`, which
+//! first probes the GPU through the backend and is refused while the GPU
+//! does not answer (a GPU that fell off the bus needs a reset, often a
+//! reboot, before NVML reaches it again).
+
+use gpu_agent_backend::xid::{self, Verdict};
+use gpu_agent_backend::DeviceEvent;
+use gpu_agent_core::Input;
+use gpu_agent_dbus::AgentError;
+
+use super::{Engine, Notice, Round};
+use crate::store::{Op, Store, StoreError};
+
+/// The health of a device that takes work.
+pub const OK: &str = "ok";
+/// The health of a device an admin drained.
+pub const DRAINED: &str = "drained";
+
+/// Where a device's health is stored.
+fn meta_key(gpu: u32) -> String {
+    format!("health.{gpu}")
+}
+
+/// Each of `devices` devices' stored health (`ok` when none was stored).
+pub(super) fn stored(store: &Store, devices: usize) -> Result<Vec<String>, StoreError> {
+    (0..devices as u32)
+        .map(|gpu| Ok(store.meta(&meta_key(gpu))?.unwrap_or_else(|| OK.into())))
+        .collect()
+}
+
+impl Engine {
+    /// Takes the devices whose stored health is not `ok` offline before any
+    /// task is restored, and tells the bus objects.
+    pub(super) fn restore_health(&mut self, health: Vec<String>, round: &mut Round) {
+        let now = self.time.model_now();
+        for (gpu, h) in health.iter().enumerate() {
+            let gpu = gpu as u32;
+            if h != OK {
+                log::warn!(
+                    "GPU {gpu} stays offline ({h}), as before the restart; `gpuctl devices online {gpu}` brings it back"
+                );
+                let offline = Input::Offline {
+                    device: gpu,
+                    interrupt: false,
+                };
+                // Nothing is placed or running yet: no action follows.
+                let actions = self.core.handle(now, offline);
+                self.apply(actions, round);
+                round.notice(Notice::DeviceHealth {
+                    device: gpu,
+                    online: false,
+                    health: h.clone(),
+                });
+            }
+        }
+        self.health = health;
+    }
+
+    /// Acts on one event from the backend.
+    pub(super) fn device_event(&mut self, event: DeviceEvent, round: &mut Round) {
+        match xid::verdict(event.kind) {
+            Verdict::Online(why) => log::warn!("GPU {}: {why}", event.gpu),
+            Verdict::Offline(health) => self.take_offline(event.gpu, health, true, round),
+        }
+    }
+
+    /// `SetDeviceOnline`: brings `gpu` back (after probing it) or drains it.
+    pub(super) fn set_device_online(
+        &mut self,
+        gpu: u32,
+        online: bool,
+        round: &mut Round,
+    ) -> Result<(), AgentError> {
+        let Some(health) = self.health.get(gpu as usize) else {
+            return Err(AgentError::NoSuchDevice(format!(
+                "no GPU {gpu}; this host has {}",
+                self.health.len()
+            )));
+        };
+        if !online {
+            self.take_offline(gpu, DRAINED.into(), false, round);
+            return Ok(());
+        }
+        if health == OK {
+            return Ok(());
+        }
+        let was = health.clone();
+        self.backend.device_info(gpu).map_err(|e| {
+            AgentError::Failed(format!(
+                "GPU {gpu} stays offline ({was}): it does not answer: {e}"
+            ))
+        })?;
+        log::info!("GPU {gpu} is back online (was {was})");
+        self.set_health(gpu, OK.into(), round);
+        let now = self.time.model_now();
+        let actions = self.decide(|core| core.handle(now, Input::Online { device: gpu }));
+        self.apply(actions, round);
+        Ok(())
+    }
+
+    /// Takes `gpu` offline with `health`; `interrupt`: its running task is
+    /// stopped (it failed), else it drains.
+    fn take_offline(&mut self, gpu: u32, health: String, interrupt: bool, round: &mut Round) {
+        let Some(was) = self.health.get(gpu as usize).cloned() else {
+            log::warn!("an event names GPU {gpu}, which this daemon does not schedule");
+            return;
+        };
+        // The same report again, or a drain of a device already offline.
+        if was == health || (!interrupt && was != OK) {
+            return;
+        }
+        if interrupt {
+            log::error!("GPU {gpu} goes offline: {health}; its running task is stopped and nothing is placed on it until `gpuctl devices online {gpu}`");
+        } else {
+            log::warn!("GPU {gpu} is drained: its running task ends as it would, and nothing else is placed on it until `gpuctl devices online {gpu}`");
+        }
+        self.set_health(gpu, health, round);
+        if !self.stopping {
+            let now = self.time.model_now();
+            let offline = Input::Offline {
+                device: gpu,
+                interrupt,
+            };
+            let actions = self.decide(|core| core.handle(now, offline));
+            self.apply(actions, round);
+        }
+    }
+
+    /// Records, stores and shows `gpu`'s new health.
+    fn set_health(&mut self, gpu: u32, health: String, round: &mut Round) {
+        round.ops.push(Op::SetMeta(meta_key(gpu), health.clone()));
+        round.notice(Notice::DeviceHealth {
+            device: gpu,
+            online: health == OK,
+            health: health.clone(),
+        });
+        self.health[gpu as usize] = health;
+    }
+
+    /// Why a task on `gpu` was stopped.
+    pub(super) fn interrupt_reason(&self, gpu: u32) -> String {
+        let health = self.health.get(gpu as usize).map_or("?", String::as_str);
+        format!("GPU {gpu} went offline ({health})")
+    }
+}
