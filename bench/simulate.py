@@ -4,10 +4,11 @@
 Generates traces over a heterogeneous host (fixed seed) and runs
 `gpuctl simulate --policy P` several times each, interleaved so that machine
 noise hits every column alike. For each run it reads the wall time and the
-peak resident memory of the process, and the scheduling time and twt that
-`--json` reports; tables show medians (min and max of the wall time beside
-them), with the median CPU time (user + system) of the process, which a busy
-machine disturbs less than the wall time.
+peak resident memory of the process, and the scheduling time (the core's,
+and the policy's share of it) and twt that `--json` reports; tables show
+medians (min and max of the wall time beside them), with the median CPU time
+(user + system) of the process, which a busy machine disturbs less than the
+wall time.
 
 Suites (default: all three):
   scale     fifo and greedy-eft on 100,000 and 1,000,000 tasks over 64 devices
@@ -99,19 +100,21 @@ def row(label, samples):
     walls = [w for w, _, _ in samples]
     peak = statistics.median(m for _, m, _ in samples)
     sched = statistics.median(r["scheduling"]["wall_s"] for _, _, r in samples)
+    policy = statistics.median(r["scheduling"]["policy_s"] for _, _, r in samples)
     cpu = statistics.median(r["cpu_s"] for _, _, r in samples)
     twt = samples[0][2]["twt"]
-    return label, statistics.median(walls), min(walls), max(walls), cpu, peak, sched, twt
+    return label, statistics.median(walls), min(walls), max(walls), cpu, peak, sched, policy, twt
 
 
 def print_table(title, rows, base=None):
     print(title)
-    print(f"{'case':<26} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} {'peak MiB':>9} {'sched ms':>9} {'twt':>14}"
+    print(f"{'case':<26} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} {'peak MiB':>9} {'sched ms':>9} {'policy ms':>9} {'twt':>14}"
           + (f" {'vs ' + base:>14}" if base else ""))
     base_med = next((r[1] for r in rows if r[0] == base), None)
-    for label, med, lo, hi, cpu, peak, sched, twt in rows:
+    for label, med, lo, hi, cpu, peak, sched, policy, twt in rows:
         ratio = f" {med / base_med:>13.2f}x" if base_med else ""
-        print(f"{label:<26} {med:>9.3f} {lo:>7.3f} {hi:>7.3f} {cpu:>7.3f} {peak:>9.1f} {sched * 1e3:>9.1f} {twt:>14.1f}{ratio}")
+        print(f"{label:<26} {med:>9.3f} {lo:>7.3f} {hi:>7.3f} {cpu:>7.3f} {peak:>9.1f} {sched * 1e3:>9.1f} "
+              f"{policy * 1e3:>9.1f} {twt:>14.1f}{ratio}")
     print()
 
 

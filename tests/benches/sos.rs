@@ -7,9 +7,11 @@
 //! times from the jobs' `runtimes`) and replayed through the real scheduler
 //! core by `sim::simulate`.
 //!
-//! For `sos` (alpha 0.6, as in the published runs) and, side by side as the
-//! baseline, `greedy-eft`, over several runs it measures, with tasks placed
-//! per second from the medians:
+//! For `sos` (alpha 0.6, as in the published runs) in both readings
+//! (`model = baseline`, the default, and `model = paper`) and, side by side as
+//! the reference, `greedy-eft`, over several runs (interleaved: run k of every
+//! row before run k + 1 of any, so that machine noise hits every row alike) it
+//! measures, with tasks placed per second from the medians:
 //! - the scheduling work: the time spent inside the policy's `on_event` over
 //!   the whole replay, as the core calls it through the plugin ABI (the plugin
 //!   file is loaded in-process and a wrapper times each call with the CPU's
@@ -26,6 +28,11 @@
 //! release plugin files first, into `<target>/bench`: a plugin's rlib cannot
 //! be linked here, since every plugin rlib defines the same root-module symbol
 //! as the `fifo` rlib the agent links.
+//!
+//! Environment: `SOS_BENCH_RUNS=N` runs each row N times (default 11);
+//! `SOS_AGAINST=DIR` adds both sos rows for another build of the plugin,
+//! `DIR/libgpu_agent_policy_sos.so` (say, main's, copied aside), to compare
+//! before and after side by side.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,6 +54,7 @@ use gpu_agent_sim as sim;
 use gpu_agent_sim::import::sos;
 use gpu_agent_sim::input::trace::Trace;
 
+/// Runs per row, unless `SOS_BENCH_RUNS` says otherwise.
 const RUNS: usize = 11;
 const WORKLOAD: &str = "/work/shared/data/sos/sim_5_machines.txt";
 /// The alpha of the published runs (their alpha_i = floor(0.6 p_i)).
@@ -224,9 +232,37 @@ fn tick_overhead() -> Duration {
     start.elapsed() / N
 }
 
+/// One row of the table: a plugin file and its parameters.
+struct Row {
+    name: String,
+    plugin: Plugin,
+    params: Vec<(String, String)>,
+}
+
+/// The sos rows (both models, alpha 0.6) of one build of the plugin.
+fn sos_rows(plugin: &Plugin, build: &str) -> Vec<Row> {
+    ["baseline", "paper"]
+        .into_iter()
+        .map(|model| Row {
+            name: format!("sos {model}{build}"),
+            plugin: *plugin,
+            params: vec![
+                ("alpha".to_string(), ALPHA.to_string()),
+                ("model".to_string(), model.to_string()),
+            ],
+        })
+        .collect()
+}
+
 fn main() {
     let (sos, greedy_eft) = plugins();
     let path = std::env::var("SOS_WORKLOAD").unwrap_or_else(|_| WORKLOAD.into());
+    let runs: usize = std::env::var("SOS_BENCH_RUNS").map_or(RUNS, |n| {
+        n.parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("SOS_BENCH_RUNS: expected a positive integer, got {n:?}"))
+    });
     let (host, trace) = sos_workload(Path::new(&path));
     println!(
         "SOS workload {path}: {} jobs, {} devices",
@@ -234,16 +270,20 @@ fn main() {
         host.devices.len()
     );
 
-    let policies = [
-        (
-            "sos (alpha 0.6)",
-            sos,
-            vec![("alpha".to_string(), ALPHA.to_string())],
-        ),
-        ("greedy-eft (baseline)", greedy_eft, Vec::new()),
-    ];
+    let mut rows = sos_rows(&sos, "");
+    if let Ok(dir) = std::env::var("SOS_AGAINST") {
+        let file = Path::new(&dir).join("libgpu_agent_policy_sos.so");
+        let against = Plugin::load(&file).unwrap_or_else(|e| panic!("SOS_AGAINST: {e}"));
+        rows.extend(sos_rows(&against, &format!(" [{dir}]")));
+    }
+    rows.push(Row {
+        name: "greedy-eft".into(),
+        plugin: greedy_eft,
+        params: Vec::new(),
+    });
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(6);
     println!(
-        "\n{:<22} {:>7} {:>7} {:>15} {:>10} {:>15} {:>10} {:>15} {:>11}",
+        "\n{:<width$} {:>7} {:>7} {:>15} {:>10} {:>15} {:>10} {:>15} {:>11}",
         "policy",
         "placed",
         "calls",
@@ -254,10 +294,13 @@ fn main() {
         "replay wall ms",
         "interrupted"
     );
-    for (name, plugin, params) in &policies {
-        let runs: Vec<Run> = (0..RUNS)
-            .map(|_| replay(&host, &trace, plugin, params))
-            .collect();
+    let mut results: Vec<Vec<Run>> = rows.iter().map(|_| Vec::new()).collect();
+    for _ in 0..runs {
+        for (row, out) in rows.iter().zip(&mut results) {
+            out.push(replay(&host, &trace, &row.plugin, &row.params));
+        }
+    }
+    for (row, runs) in rows.iter().zip(&results) {
         let (placed, calls) = (runs[0].placed, runs[0].calls);
         let work = median(runs.iter().map(|r| r.work).collect());
         let cpu = median(runs.iter().map(|r| r.replay_cpu).collect());
@@ -266,7 +309,8 @@ fn main() {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let rate = |d: Duration| placed as f64 / d.as_secs_f64();
         println!(
-            "{name:<22} {placed:>7} {calls:>7} {:>15.2} {:>10.0} {:>15.2} {:>10.0} {:>15.2} {:>11}",
+            "{:<width$} {placed:>7} {calls:>7} {:>15.2} {:>10.0} {:>15.2} {:>10.0} {:>15.2} {:>11}",
+            row.name,
             ms(work),
             rate(work),
             ms(cpu),
@@ -276,7 +320,7 @@ fn main() {
         );
     }
     println!(
-        "\nMedians of {RUNS} runs. sched. work: time inside the policy's on_event \
+        "\nMedians of {runs} runs. sched. work: time inside the policy's on_event \
          (two tick readings per call cost about {} ns); placed: Assign and Start \
          decisions; calls: on_event calls; interrupted: calls over 1 ms in all runs, \
          counted as the median call.",

@@ -140,7 +140,11 @@ fn json_is_an_object_for_one_policy_and_an_array_in_order_for_several() {
     assert_eq!(keys, expected);
     // One arrival and one finish: two decision points.
     assert_eq!(one["scheduling"]["decision_points"], 2);
-    assert!(one["scheduling"]["wall_s"].as_f64().unwrap() > 0.0);
+    let wall_s = one["scheduling"]["wall_s"].as_f64().unwrap();
+    assert!(wall_s > 0.0);
+    // The policy's share is part of the core's time.
+    let policy_s = one["scheduling"]["policy_s"].as_f64().unwrap();
+    assert!((0.0..=wall_s).contains(&policy_s), "{policy_s} of {wall_s}");
     let many = success(&sim.run(&["--policy", "greedy-eft", "--policy", "fifo", "--json"]));
     let many: serde_json::Value = serde_json::from_str(&many).unwrap();
     let order: Vec<_> = many
@@ -242,5 +246,6 @@ fn gantt_chart_and_markdown_show_the_schedule_and_the_comparison() {
         "{md}"
     );
     assert!(md.contains("\n| sched_ms | "), "{md}");
+    assert!(md.contains("\n| policy_ms | "), "{md}");
     assert!(table.contains("\ndecisions/s "), "{table}");
 }

@@ -10,7 +10,11 @@
 
 use std::collections::HashSet;
 
-use gpu_agent_plugin_api::TaskKey;
+use gpu_agent_plugin_api::abi_stable::{
+    sabi_trait::TD_Opaque,
+    std_types::{RResult, RString, RVec},
+};
+use gpu_agent_plugin_api::{DecisionNe, EventNe, Policy, PolicyBox, Policy_TO, TaskKey, View};
 
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::apps::power_w;
@@ -21,7 +25,7 @@ use gpu_agent_core::{Action, Core, Input};
 
 use crate::input::trace::Trace;
 use crate::schedule::ScheduleRow;
-use crate::stopwatch::Stopwatch;
+use crate::stopwatch::{Stopwatch, Tally};
 
 /// Why a simulation could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +61,10 @@ pub struct Outcome {
 pub struct SchedulingTime {
     /// Wall time inside the core's submit and handle calls, seconds.
     pub wall_s: f64,
+    /// The part of `wall_s` spent inside the policy's `on_event` calls (the
+    /// policy's own work, through the plugin boundary; not the built-in FIFO
+    /// after a fault), seconds.
+    pub policy_s: f64,
     /// Decision points: calls into the core (arrivals, finishes, wake-ups).
     pub decision_points: u64,
 }
@@ -65,6 +73,18 @@ impl SchedulingTime {
     /// Decision points per second of scheduling time.
     pub fn decisions_per_s(&self) -> f64 {
         self.decision_points as f64 / self.wall_s
+    }
+}
+
+/// The policy as the core sees it, its calls timed.
+struct Timed {
+    inner: PolicyBox,
+    tally: Tally,
+}
+
+impl Policy for Timed {
+    fn on_event(&mut self, view: &View<'_>, event: &EventNe) -> RResult<RVec<DecisionNe>, RString> {
+        self.tally.time(|| self.inner.on_event(view, event))
     }
 }
 
@@ -107,6 +127,17 @@ pub fn simulate(
     mut progress: impl FnMut(usize),
 ) -> Result<Outcome, SimError> {
     let policy_name = policy.name.clone();
+    let in_policy = Tally::default();
+    let policy = PolicyInstance {
+        name: policy.name,
+        policy: Policy_TO::from_value(
+            Timed {
+                inner: policy.policy,
+                tally: in_policy.clone(),
+            },
+            TD_Opaque,
+        ),
+    };
     let mut core = Core::new(host.devices.clone(), policy);
     // Arrival order, ties in trace order; the core numbers tasks in this order.
     let mut order: Vec<usize> = (0..trace.tasks.len()).collect();
@@ -204,6 +235,7 @@ pub fn simulate(
         faults: run.faults,
         scheduling: SchedulingTime {
             wall_s: clock.total().as_secs_f64(),
+            policy_s: clock.wall(in_policy.ticks()).as_secs_f64(),
             decision_points: clock.calls(),
         },
     })

@@ -27,7 +27,7 @@ use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, TaskState, View,
 };
 
-use crate::ticks::{Job, TickModel};
+use crate::ticks::{Job, OnDevice, TickModel};
 
 /// Lets a time that is a whole number of ticks in exact arithmetic count as
 /// one in floating point.
@@ -64,29 +64,31 @@ impl Baseline {
     /// The task as the baseline holds it, or why it cannot be placed.
     fn job(&self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
         let task = view.task(key);
-        let n = view.devices.len();
-        let mut job = Job {
-            weight: task.weight.round().clamp(0.0, 255.0) as u8,
-            p: Vec::with_capacity(n),
-            alpha: Vec::with_capacity(n),
-            fits: Vec::with_capacity(n),
+        let mut ever = 0;
+        let on = view
+            .devices
+            .iter()
+            .map(|d| {
+                let runtime = task.runtime_on(d);
+                let holds = d.memory_gb >= task.mem_gb && runtime.is_finite();
+                ever += usize::from(holds);
+                let p = if runtime.is_finite() {
+                    round_to_u8(runtime / self.tick_s).max(1)
+                } else {
+                    u8::MAX
+                };
+                OnDevice {
+                    p,
+                    alpha: floor_to_u8(self.alpha * f64::from(p) + EPS).max(1),
+                    fits: holds && d.online,
+                }
+            })
+            .collect();
+        let job = Job {
+            weight: round_to_u8(task.weight),
+            on,
             gpus: task.gpus as usize,
         };
-        let mut ever = 0;
-        for d in view.devices.iter() {
-            let runtime = task.runtime_on(d);
-            let holds = d.memory_gb >= task.mem_gb && runtime.is_finite();
-            ever += usize::from(holds);
-            let p = if runtime.is_finite() {
-                (runtime / self.tick_s).round().clamp(1.0, 255.0) as u8
-            } else {
-                u8::MAX
-            };
-            job.p.push(p);
-            job.alpha
-                .push((self.alpha * f64::from(p) + EPS).floor().clamp(1.0, 255.0) as u8);
-            job.fits.push(holds && d.online);
-        }
         if ever >= job.gpus {
             Ok(job)
         } else {
@@ -101,7 +103,7 @@ impl Baseline {
     fn arrive(&mut self, view: &View<'_>, key: TaskKey, out: &mut Vec<Decision>) {
         match self.job(view, key) {
             Ok(job) => {
-                let release = (view.task(key).arrival / self.tick_s - EPS).ceil().max(0.0) as u64;
+                let release = ceil_to_u64(view.task(key).arrival / self.tick_s - EPS);
                 self.model
                     .as_mut()
                     .expect("made first")
@@ -114,30 +116,65 @@ impl Baseline {
         }
     }
 
-    /// Joins `key` to the end of its devices' local queues, or holds it while
-    /// one is offline; a task no longer pending (cancelled) is dropped.
-    fn assign(view: &View<'_>, key: TaskKey, devices: &[u32], out: &mut Vec<Decision>) -> bool {
+    /// Joins `key` to the end of its devices' local queues, or hands the
+    /// devices back to be held while one is offline; a task no longer
+    /// pending (cancelled) is dropped.
+    fn assign(
+        view: &View<'_>,
+        key: TaskKey,
+        devices: Vec<u32>,
+        out: &mut Vec<Decision>,
+    ) -> Result<(), Vec<u32>> {
         if view.task(key).state != TaskState::Pending {
-            return true;
+            return Ok(());
         }
         if devices.iter().any(|&d| !view.devices[d as usize].online) {
-            return false;
+            return Err(devices);
         }
         out.push(Decision::Assign {
             task: key,
-            devices: devices.to_vec().into(),
+            devices: devices.into(),
             position: ROption::RNone,
             clocks: ROption::RNone,
         });
-        true
+        Ok(())
     }
+}
+
+/// `x.round()` clamped to 0..=255, for a finite `x` (exact, without libm's
+/// `round`, which baseline x86-64 lacks as an instruction): below 255 the
+/// integer part is exact and so is the fraction left.
+fn round_to_u8(x: f64) -> u8 {
+    if x >= 255.0 {
+        return u8::MAX;
+    }
+    // 0 for a negative x, whose rounding clamps to 0 too.
+    let whole = x as u8;
+    whole + u8::from(x - f64::from(whole) >= 0.5)
+}
+
+/// `x.floor()` clamped to 0..=255, for a finite `x` (the cast truncates, and
+/// saturates).
+fn floor_to_u8(x: f64) -> u8 {
+    x as u8
+}
+
+/// `x.floor()`, at least 0, as an integer (saturating), without libm.
+fn floor_to_u64(x: f64) -> u64 {
+    x as u64
+}
+
+/// `x.ceil()`, at least 0, as an integer (saturating), without libm.
+fn ceil_to_u64(x: f64) -> u64 {
+    let whole = x as u64;
+    whole.saturating_add(u64::from((whole as f64) < x))
 }
 
 impl PolicyImpl for Baseline {
     fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
         let ticks = view.now / self.tick_s;
         if self.model.is_none() {
-            let first = (ticks - EPS).ceil().max(0.0) as u64;
+            let first = ceil_to_u64(ticks - EPS);
             self.model = Some(TickModel::new(view.devices.len(), self.batch, first));
         }
         let mut out = Vec::new();
@@ -153,21 +190,27 @@ impl PolicyImpl for Baseline {
             }
             _ => {}
         }
+        // Tasks held back first, as they left first.
+        for (key, devices) in std::mem::take(&mut self.held) {
+            if let Err(devices) = Baseline::assign(view, key, devices, &mut out) {
+                self.held.push((key, devices));
+            }
+        }
         // The ticks before now; at a wake-up, now's tick too.
-        let last = if matches!(event, Event::Timer) {
-            (ticks + EPS).floor()
+        let end = if matches!(event, Event::Timer) {
+            floor_to_u64(ticks + EPS) + 1
         } else {
-            (ticks - EPS).ceil() - 1.0
+            ceil_to_u64(ticks - EPS)
         };
         let model = self.model.as_mut().expect("made");
-        if last >= model.tick() as f64 {
-            model.run_until(last as u64, |left| {
-                let devices = left.devices.iter().map(|&d| d as u32).collect();
-                self.held.push((left.key, devices));
+        if end > model.tick() {
+            let held = &mut self.held;
+            model.run_until(end - 1, |left| {
+                if let Err(devices) = Baseline::assign(view, left.key, left.devices, &mut out) {
+                    held.push((left.key, devices));
+                }
             });
         }
-        self.held
-            .retain(|(key, devices)| !Baseline::assign(view, *key, devices, &mut out));
         if let Some(tick) = model.next_event() {
             let time = tick as f64 * self.tick_s;
             if self.asked != Some(time) {

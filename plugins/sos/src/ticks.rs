@@ -26,35 +26,105 @@
 //! again each tick, and a later job given the same id loses its entry), and
 //! job ids are reused (1..=109, restarting at each batch; without batches
 //! they are not reused).
+//!
+//! Speed (the decisions are the baseline's to the tick; only the work to
+//! reach them differs): idle stretches run in one step per device; each
+//! device keeps the tick its head leaves at, so the next event is a minimum
+//! over devices; the cost table is kept by column, padded to [`LANES`], so
+//! that a newcomer's sums compile to vector code, and a tick without a
+//! newcomer computes none.
 
 /// Entries per device: the baseline's `JOBS_PER_MACHINE`.
 pub const SLOTS: usize = 10;
 /// The address stacks' size (`JOBS_PER_MACHINE + 1`).
 const STACK: usize = SLOTS + 1;
+/// The cost table's columns, padded with empty entries (ratio 0, weight 0:
+/// behind every newcomer, adding nothing) to a whole number of vectors.
+const LANES: usize = 16;
 
 /// A job's ticks and weight as the baseline holds them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     /// Weight (`uint8_t`).
     pub weight: u8,
-    /// Expected ticks per device (`uint8_t`, at least 1).
-    pub p: Vec<u8>,
-    /// Ticks at the head of each device's virtual schedule before it leaves.
-    pub alpha: Vec<u8>,
-    /// Devices that can hold it (the baseline's are all).
-    pub fits: Vec<bool>,
+    /// Its ticks on each device, by device index.
+    pub on: Vec<OnDevice>,
     /// Devices it needs at once (the baseline's jobs need 1). A gang goes,
     /// one copy each, to the `gpus` cheapest devices that can hold it (ties
     /// to the lower index) and leaves once its last copy has.
     pub gpus: usize,
 }
 
+/// A job on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OnDevice {
+    /// Expected ticks (`uint8_t`, at least 1).
+    pub p: u8,
+    /// Ticks at the head of the device's virtual schedule before it leaves.
+    pub alpha: u8,
+    /// Whether the device can hold it (the baseline's all can).
+    pub fits: bool,
+}
+
+/// A cost-table entry: a job's remaining expected ticks and weight, and its
+/// ratio w / p.
 #[derive(Debug, Clone, Copy, Default)]
 struct CostEntry {
     job: u32,
     proc: u8,
     weight: u8,
     wspt: u8,
+}
+
+/// The cost table, by column ([`LANES`] wide; entries past [`SLOTS`] stay
+/// empty).
+#[derive(Debug, Clone)]
+struct CostTable {
+    job: [u32; SLOTS],
+    proc: [u8; LANES],
+    weight: [u8; LANES],
+    wspt: [u8; LANES],
+}
+
+impl CostTable {
+    fn new() -> CostTable {
+        CostTable {
+            job: [0; SLOTS],
+            proc: [0; LANES],
+            weight: [0; LANES],
+            wspt: [0; LANES],
+        }
+    }
+
+    fn set(&mut self, j: usize, e: CostEntry) {
+        self.job[j] = e.job;
+        self.proc[j] = e.proc;
+        self.weight[j] = e.weight;
+        self.wspt[j] = e.wspt;
+    }
+
+    /// (Σ p of the entries whose ratio is above `ratio`, Σ w of the others,
+    /// how many are above): the baseline's loop over its table, as masked
+    /// column sums (a form LLVM compiles to straight-line code).
+    fn sums(&self, ratio: u8) -> (u32, u32, u8) {
+        let high = self.masked_sum(&self.proc, ratio, true);
+        let low = self.masked_sum(&self.weight, ratio, false);
+        let ahead = self.masked_sum(&[1; LANES], ratio, true);
+        // At most LANES · 255 each: u16 lanes cannot overflow.
+        (u32::from(high), u32::from(low), ahead as u8)
+    }
+
+    /// Σ `column` over the entries whose ratio is above `ratio` (or, with
+    /// `above` false, not above).
+    fn masked_sum(&self, column: &[u8; LANES], ratio: u8, above: bool) -> u16 {
+        let mut kept = [0u16; LANES];
+        for j in 0..LANES {
+            if (self.wspt[j] > ratio) == above {
+                kept[j] = u16::from(column[j]);
+            }
+        }
+        kept.iter().fold(0, |sum, &x| sum.wrapping_add(x))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -85,16 +155,21 @@ impl Addresses {
         }
     }
 
-    fn push(&mut self, address: u8) {
+    /// Whether a push would be dropped (the baseline's full-stack test).
+    fn is_full(&self) -> bool {
         if self.tail == SLOTS {
-            if self.head != 0 {
-                self.ring[self.tail] = address;
-                self.tail = 0;
-            }
-        } else if self.tail + 1 != self.head {
-            self.ring[self.tail] = address;
-            self.tail += 1;
+            self.head == 0
+        } else {
+            self.tail + 1 == self.head
         }
+    }
+
+    fn push(&mut self, address: u8) {
+        if self.is_full() {
+            return;
+        }
+        self.ring[self.tail] = address;
+        self.tail = if self.tail == SLOTS { 0 } else { self.tail + 1 };
     }
 
     fn pop(&mut self) -> Option<usize> {
@@ -110,7 +185,7 @@ impl Addresses {
 /// One device's state.
 #[derive(Debug, Clone)]
 struct Machine {
-    cost: [CostEntry; SLOTS],
+    cost: CostTable,
     cost_free: Addresses,
     /// The job chosen last tick, entering the cost table this tick.
     incoming: Option<CostEntry>,
@@ -121,12 +196,16 @@ struct Machine {
     queue: [u32; SLOTS],
     count: usize,
     full: bool,
+    /// The tick at which the head leaves if nothing new arrives
+    /// ([`Machine::ticks_to_pop`] ticks after it was last computed): kept
+    /// up to date by [`TickModel::step`], and unchanged by idle ticks.
+    leaves_at: Option<u64>,
 }
 
 impl Machine {
     fn new() -> Machine {
         Machine {
-            cost: [CostEntry::default(); SLOTS],
+            cost: CostTable::new(),
             cost_free: Addresses::new(),
             incoming: None,
             change: (0, Op::Update),
@@ -135,6 +214,7 @@ impl Machine {
             queue: [0; SLOTS],
             count: 0,
             full: false,
+            leaves_at: None,
         }
     }
 
@@ -143,48 +223,57 @@ impl Machine {
         self.queue[0]
     }
 
-    /// Stage 1 on this device: the incoming job enters, the last change is
-    /// applied; returns (cost, position) of a newcomer of weight `w` and
-    /// expected time `p` (both 0 when there is none).
-    fn cost_stage(&mut self, w: u8, p: u8) -> (u32, u8) {
-        if let Some(entry) = self.incoming.take() {
-            // The baseline stops when no address is free; it never happens
-            // with at most SLOTS jobs per device, short of the reuse quirk.
-            if let Some(a) = self.cost_free.pop() {
-                self.cost[a] = entry;
+    /// Stage 1's bookkeeping on this device: the incoming job enters, the
+    /// last change is applied.
+    fn settle(&mut self) {
+        self.enter_incoming();
+        let job = self.change.0;
+        if job != 0 {
+            for j in 0..SLOTS {
+                if self.cost.job[j] == job {
+                    self.apply_change(j);
+                }
             }
         }
+    }
+
+    /// Stage 1's cost, after [`Machine::settle`]: (cost, position) of a
+    /// newcomer of weight `w` and expected ticks `p`. (The baseline applies
+    /// the change entry by entry as it sums; a change touches only its own
+    /// entry, so applying it first gives the same sums.)
+    fn cost(&self, w: u8, p: u8) -> (u32, u8) {
         let ratio = w.checked_div(p).unwrap_or(0);
-        let (mut high, mut low, mut position) = (0u32, 0u32, 0u8);
-        for j in 0..SLOTS {
-            self.apply_change(j);
-            let e = self.cost[j];
-            if e.wspt > ratio {
-                high += u32::from(e.proc);
-                position += 1;
-            } else {
-                low += u32::from(e.weight);
-            }
-        }
+        let (high, low, position) = self.cost.sums(ratio);
         let (w, p) = (u32::from(w), u32::from(p));
         (w * (p + high) + p * low, position)
     }
 
+    /// The job chosen last tick takes a free cost-table address.
+    fn enter_incoming(&mut self) {
+        if let Some(entry) = self.incoming.take() {
+            // The baseline stops when no address is free; it never happens
+            // with at most SLOTS jobs per device, short of the reuse quirk.
+            if let Some(a) = self.cost_free.pop() {
+                self.cost.set(a, entry);
+            }
+        }
+    }
+
     fn apply_change(&mut self, j: usize) {
         let (job, op) = self.change;
-        let e = &mut self.cost[j];
-        if job == 0 || job != e.job {
+        if job == 0 || job != self.cost.job[j] {
             return;
         }
+        let t = &mut self.cost;
         match op {
             Op::Update => {
-                e.proc = e.proc.wrapping_sub(1);
-                e.weight = e.weight.wrapping_sub(e.wspt);
+                t.proc[j] = t.proc[j].wrapping_sub(1);
+                t.weight[j] = t.weight[j].wrapping_sub(t.wspt[j]);
             }
             Op::Invalidate => {
-                e.proc = 0;
-                e.weight = 0;
-                e.wspt = 0;
+                t.proc[j] = 0;
+                t.weight[j] = 0;
+                t.wspt[j] = 0;
                 self.cost_free.push(j as u8);
             }
         }
@@ -221,6 +310,9 @@ impl Machine {
 
     /// Stage 3: the queue; returns the job that left, if any.
     fn queue_stage(&mut self, newcomer: Option<(u32, u8)>, pop: bool) -> Option<u32> {
+        if newcomer.is_none() && !pop {
+            return None;
+        }
         let before = self.queue;
         match newcomer {
             Some((job, position)) => {
@@ -252,6 +344,11 @@ impl Machine {
         popped.filter(|&j| j != 0)
     }
 
+    /// Sets [`Machine::leaves_at`] from the state after tick `tick`.
+    fn refresh_leaves_at(&mut self, tick: u64) {
+        self.leaves_at = self.ticks_to_pop().map(|n| tick + n);
+    }
+
     /// Ticks until the head leaves (when nothing new arrives), if it has one.
     fn ticks_to_pop(&self) -> Option<u64> {
         let top = self.top();
@@ -273,14 +370,14 @@ impl Machine {
         if n == 0 {
             return;
         }
-        if let Some(entry) = self.incoming.take() {
-            if let Some(a) = self.cost_free.pop() {
-                self.cost[a] = entry;
-            }
-        }
+        self.enter_incoming();
         let top = self.top();
-        let counted = top != 0 && self.alpha.iter().any(|a| a.0 == top);
-        if counted {
+        // Whether the alpha stage counts the head down.
+        debug_assert_eq!(
+            self.leaves_at.is_some(),
+            top != 0 && self.alpha.iter().any(|a| a.0 == top)
+        );
+        if self.leaves_at.is_some() {
             // The pending change applies at the first tick; from then on the
             // alpha stage asks, each tick, for the head's update.
             let head = (top, Op::Update);
@@ -310,22 +407,25 @@ impl Machine {
         match op {
             Op::Update => {
                 let r = (n % 256) as u8;
-                for e in self.cost.iter_mut().filter(|e| e.job == job) {
-                    e.proc = e.proc.wrapping_sub(r);
-                    e.weight = e.weight.wrapping_sub(e.wspt.wrapping_mul(r));
+                let t = &mut self.cost;
+                for j in (0..SLOTS).filter(|&j| t.job[j] == job) {
+                    t.proc[j] = t.proc[j].wrapping_sub(r);
+                    t.weight[j] = t.weight[j].wrapping_sub(t.wspt[j].wrapping_mul(r));
                 }
             }
             Op::Invalidate => {
-                // Clearing is idempotent, and the ring is full after STACK pushes.
+                // Clearing is idempotent, so after the first time only the
+                // pushes of the cleared addresses change anything, until the
+                // ring is full (after at most STACK pushes).
                 for _ in 0..n.min(STACK as u64 + 1) {
                     let mut any = false;
                     for j in 0..SLOTS {
-                        if self.cost[j].job == job {
+                        if self.cost.job[j] == job {
                             any = true;
                             self.apply_change(j);
                         }
                     }
-                    if !any {
+                    if !any || self.cost_free.is_full() {
                         break;
                     }
                 }
@@ -342,7 +442,7 @@ pub struct Left<K> {
     /// The caller's key.
     pub key: K,
     /// Its devices, in index order (one but for a gang).
-    pub devices: Vec<usize>,
+    pub devices: Vec<u32>,
 }
 
 /// A job in flight: its key, its devices, and its copies still in virtual
@@ -350,7 +450,7 @@ pub struct Left<K> {
 #[derive(Debug, Clone)]
 struct InFlight<K> {
     key: K,
-    devices: Vec<usize>,
+    devices: Vec<u32>,
     copies: usize,
 }
 
@@ -375,8 +475,9 @@ pub struct TickModel<K> {
     /// The id the next job gets, and how many ids there are.
     next_id: u32,
     ids: u32,
-    /// Each id in flight.
-    keys: std::collections::HashMap<u32, InFlight<K>>,
+    /// Each id in flight (hashbrown's default hasher: ids are ours, not an
+    /// adversary's, so SipHash's protection buys nothing here).
+    keys: hashbrown::HashMap<u32, InFlight<K>>,
     /// Scratch: each device's (cost, position) for the newcomer.
     costs: Vec<(u32, u8)>,
 }
@@ -406,7 +507,7 @@ impl<K: Copy> TickModel<K> {
             next_id: 1,
             ids,
             keys: Default::default(),
-            costs: Vec::new(),
+            costs: vec![(0, 0); devices],
         }
     }
 
@@ -417,7 +518,7 @@ impl<K: Copy> TickModel<K> {
 
     /// A job released at `release` (admitted in arrival order, one per tick).
     pub fn arrive(&mut self, release: u64, key: K, job: Job) {
-        debug_assert_eq!(job.p.len(), self.machines.len());
+        debug_assert_eq!(job.on.len(), self.machines.len());
         self.waiting.push_back((release, key, job));
     }
 
@@ -440,20 +541,19 @@ impl<K: Copy> TickModel<K> {
             && self
                 .machines
                 .iter()
-                .zip(&job.fits)
-                .filter(|(m, &fits)| fits && !m.full)
+                .zip(&job.on)
+                .filter(|(m, on)| on.fits && !m.full)
                 .count()
                 >= job.gpus.max(1)
     }
 
     /// The next tick at which a job can leave or be admitted, if any.
     pub fn next_event(&self) -> Option<u64> {
-        let pop = self
+        debug_assert!(self
             .machines
             .iter()
-            .filter_map(Machine::ticks_to_pop)
-            .min()
-            .map(|n| self.tick + n - 1);
+            .all(|m| m.leaves_at == m.ticks_to_pop().map(|n| self.tick + n - 1)));
+        let pop = self.machines.iter().filter_map(|m| m.leaves_at).min();
         let admit = self
             .waiting
             .front()
@@ -484,87 +584,22 @@ impl<K: Copy> TickModel<K> {
     /// One tick, as the baseline's `schedule_jobs` loop runs it.
     fn step(&mut self, left: &mut impl FnMut(Left<K>)) {
         let tick = self.tick;
-        let newcomer = if self.admissible(tick) {
-            if self.batch > 0 && self.admitted == self.batch {
-                self.admitted = 0;
-                self.next_id = 1;
-            }
-            let (_, key, job) = self.waiting.pop_front().expect("admissible");
-            let id = self.next_id;
-            self.next_id = if id == self.ids { 1 } else { id + 1 };
-            self.keys.insert(
-                id,
-                InFlight {
-                    key,
-                    devices: Vec::new(),
-                    copies: 0,
-                },
-            );
-            self.admitted += 1;
-            self.in_flight += 1;
-            Some((id, job))
-        } else {
-            None
-        };
-        let n = self.machines.len();
-        let mut costs = std::mem::take(&mut self.costs);
-        costs.resize(n, (0, 0));
-        for (d, m) in self.machines.iter_mut().enumerate() {
-            costs[d] = match &newcomer {
-                Some((_, job)) => m.cost_stage(job.weight, job.p[d]),
-                None => m.cost_stage(0, 0),
-            };
+        let newcomer = self.admit(tick);
+        for m in &mut self.machines {
+            m.settle();
         }
-        // (device, id, alpha, position) of each copy placed.
-        let mut chosen: Vec<(usize, u32, u8, u8)> = Vec::new();
         if let Some((id, job)) = &newcomer {
-            let mut devices = if job.gpus <= 1 {
-                let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
-                for d in 0..n {
-                    if self.machines[d].full || !job.fits[d] {
-                        continue;
-                    }
-                    if costs[d].0 < least {
-                        best = d;
-                        least = costs[d].0;
-                    } else if costs[d].0 == costs[best].0 {
-                        equal += 1;
-                    }
-                }
-                if equal == n {
-                    best = self.turn;
-                    self.turn = (self.turn + 1) % n;
-                }
-                vec![best]
-            } else {
-                let mut open: Vec<usize> = (0..n)
-                    .filter(|&d| !self.machines[d].full && job.fits[d])
-                    .collect();
-                open.sort_by_key(|&d| (costs[d].0, d));
-                open.truncate(job.gpus);
-                open
-            };
-            devices.sort_unstable();
-            for &d in &devices {
-                let (w, p) = (job.weight, job.p[d]);
-                self.machines[d].incoming = Some(CostEntry {
-                    job: *id,
-                    proc: p,
-                    weight: w,
-                    wspt: w / p,
-                });
-                chosen.push((d, *id, job.alpha[d], costs[d].1));
-            }
-            let flight = self.keys.get_mut(id).expect("just admitted");
-            flight.copies = devices.len();
-            flight.devices = devices;
+            self.place(*id, job);
         }
-        self.costs = costs;
         let mut all_full = true;
         for (d, m) in self.machines.iter_mut().enumerate() {
-            let mine = chosen.iter().find(|c| c.0 == d).copied();
-            let pop = m.alpha_stage(mine.map(|(_, id, alpha, _)| (id, alpha)));
-            if let Some(id) = m.queue_stage(mine.map(|(_, id, _, at)| (id, at)), pop) {
+            // The devices the newcomer went to are those with a job incoming.
+            let mine = newcomer
+                .as_ref()
+                .filter(|_| m.incoming.is_some())
+                .map(|(id, job)| (*id, job.on[d].alpha, self.costs[d].1));
+            let pop = m.alpha_stage(mine.map(|(id, alpha, _)| (id, alpha)));
+            if let Some(id) = m.queue_stage(mine.map(|(id, _, at)| (id, at)), pop) {
                 let last = self.keys.get_mut(&id).is_some_and(|f| {
                     f.copies -= 1;
                     f.copies == 0
@@ -579,10 +614,92 @@ impl<K: Copy> TickModel<K> {
                     });
                 }
             }
+            // Otherwise the head is the same and one tick nearer its end.
+            if mine.is_some() || pop {
+                m.refresh_leaves_at(tick);
+            }
             all_full &= m.full;
         }
         self.all_full = all_full;
         self.tick += 1;
+    }
+
+    /// The job admitted at `tick`, if any, with its id.
+    fn admit(&mut self, tick: u64) -> Option<(u32, Job)> {
+        if !self.admissible(tick) {
+            return None;
+        }
+        if self.batch > 0 && self.admitted == self.batch {
+            self.admitted = 0;
+            self.next_id = 1;
+        }
+        let (_, key, job) = self.waiting.pop_front().expect("admissible");
+        let id = self.next_id;
+        self.next_id = if id == self.ids { 1 } else { id + 1 };
+        self.admitted += 1;
+        self.in_flight += 1;
+        self.keys.insert(
+            id,
+            InFlight {
+                key,
+                devices: Vec::new(),
+                copies: 0,
+            },
+        );
+        Some((id, job))
+    }
+
+    /// Stage 1's choice, after every device settled: the newcomer `id`'s
+    /// cost on each open device, its device(s), where it is incoming.
+    fn place(&mut self, id: u32, job: &Job) {
+        let n = self.machines.len();
+        let open = |m: &Machine, on: &OnDevice| on.fits && !m.full;
+        for (d, (m, on)) in self.machines.iter().zip(&job.on).enumerate() {
+            if open(m, on) {
+                self.costs[d] = m.cost(job.weight, on.p);
+            }
+        }
+        let costs = &self.costs;
+        let mut devices = if job.gpus <= 1 {
+            let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
+            for d in 0..n {
+                if !open(&self.machines[d], &job.on[d]) {
+                    continue;
+                }
+                if costs[d].0 < least {
+                    best = d;
+                    least = costs[d].0;
+                } else if costs[d].0 == costs[best].0 {
+                    equal += 1;
+                }
+            }
+            if equal == n {
+                best = self.turn;
+                self.turn = (self.turn + 1) % n;
+            }
+            vec![best as u32]
+        } else {
+            let mut cheapest: Vec<u32> = (0..n)
+                .filter(|&d| open(&self.machines[d], &job.on[d]))
+                .map(|d| d as u32)
+                .collect();
+            cheapest.sort_by_key(|&d| (costs[d as usize].0, d));
+            cheapest.truncate(job.gpus);
+            cheapest
+        };
+        devices.sort_unstable();
+        for &d in &devices {
+            let (w, p) = (job.weight, job.on[d as usize].p);
+            self.machines[d as usize].incoming = Some(CostEntry {
+                job: id,
+                proc: p,
+                weight: w,
+                wspt: w / p,
+            });
+        }
+        let flight = self.keys.get_mut(&id).expect("just admitted");
+        flight.copies = devices.len();
+        flight.devices = devices;
     }
 }
 
@@ -624,10 +741,16 @@ mod tests {
                 }
                 let job = Job {
                     weight: next(256) as u8,
-                    alpha: p.iter().map(|&p| (p * 3 / 5).max(1)).collect(),
-                    fits,
+                    on: p
+                        .iter()
+                        .zip(&fits)
+                        .map(|(&p, &fits)| OnDevice {
+                            p,
+                            alpha: (p * 3 / 5).max(1),
+                            fits,
+                        })
+                        .collect(),
                     gpus,
-                    p,
                 };
                 (release, job)
             })
@@ -664,9 +787,18 @@ mod tests {
             7,
             Job {
                 weight: 2,
-                p: vec![4, 6],
-                alpha: vec![2, 3],
-                fits: vec![true, true],
+                on: vec![
+                    OnDevice {
+                        p: 4,
+                        alpha: 2,
+                        fits: true,
+                    },
+                    OnDevice {
+                        p: 6,
+                        alpha: 3,
+                        fits: true,
+                    },
+                ],
                 gpus: 1,
             },
         );
