@@ -180,5 +180,16 @@ mod tests {
         assert!(table
             .take_placed(states([Queued, Queued, Queued, Queued]))
             .is_empty());
+        // t2 ran, its GPU failed and it waits again: its next placement is
+        // reported once more.
+        table.unplace(1);
+        table.unplace(1);
+        assert!(table
+            .take_placed(states([Queued, Pending, Queued, Queued]))
+            .is_empty());
+        assert_eq!(
+            table.take_placed(states([Queued, Queued, Queued, Queued])),
+            [1]
+        );
     }
 }
