@@ -367,6 +367,38 @@ pub enum Decision {
         /// The layout.
         layout: RString,
     },
+    /// Say how a DVFS policy chose a placed task's clocks (dvfs-energy.md §6),
+    /// for the schedule and the task's record; it changes nothing else. The
+    /// task must be placed (queued or running) by then.
+    Dvfs {
+        /// The task.
+        task: TaskKey,
+        /// Whether its energy-optimal clocks meet its deadline.
+        class: DvfsClass,
+        /// Whether its clocks were re-chosen to fit a device's slack
+        /// (θ-readjustment).
+        readjusted: bool,
+    },
+}
+
+/// Whether a task's energy-optimal clocks meet its deadline (dvfs-energy.md §1.3).
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DvfsClass {
+    /// They do: t̂ ≤ d − a.
+    EnergyPrior,
+    /// They do not: t̂ > d − a.
+    DeadlinePrior,
+}
+
+impl DvfsClass {
+    /// `energy` or `deadline`, as schedules write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DvfsClass::EnergyPrior => "energy",
+            DvfsClass::DeadlinePrior => "deadline",
+        }
+    }
 }
 
 /// [`Decision`] as it crosses the ABI.

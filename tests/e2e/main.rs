@@ -26,6 +26,7 @@ mod daemon_startup;
 mod demo;
 mod dvfs;
 mod edf_hier;
+mod edl;
 mod harness;
 mod import;
 mod inspect;

@@ -25,6 +25,11 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 ///
 /// Each task runs exactly its modelled time. Policies are plugins, found next
 /// to this program unless --plugin-dir says otherwise.
+///
+/// Energy is split into run, idle and overhead (0 on one host). A policy that
+/// ran any task at other than default clocks (DVFS, such as edl) is replayed a
+/// second time with every GPU limited to its default clocks; that run's energy
+/// is energy_baseline_j and energy_saving = 1 - energy_j / energy_baseline_j.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
@@ -189,7 +194,18 @@ pub fn run(args: Args) -> Result<()> {
             runs.push(outcome);
         }
         bar.finish_and_clear();
-        outcomes.push(median_run(runs));
+        let mut outcome = median_run(runs);
+        if outcome.dvfs {
+            let base = sim::simulate_without_dvfs(&host, &trace, plugin.instantiate(&params)?)?;
+            for fault in &base.faults {
+                log::warn!(
+                    "{}: its run without DVFS had a policy fault: {fault}",
+                    plugin.name()
+                );
+            }
+            outcome.metrics.set_baseline(base.metrics.energy_j);
+        }
+        outcomes.push(outcome);
     }
 
     if let Some(path) = &args.schedule {

@@ -98,10 +98,19 @@ impl Table {
 /// One row of the metrics table: its label and how a policy's value reads.
 type MetricRow = (&'static str, fn(&Metrics) -> String);
 
+/// `x` written by `f`, or `-` when unknown (NaN: a daemon that does not send it).
+fn known(x: f64, f: impl Fn(f64) -> String) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        f(x)
+    }
+}
+
 /// The metrics (formats.md §4) as a table: one row per metric, one column
 /// per policy.
 pub fn metrics_table(metrics: &[&Metrics]) -> Table {
-    let fields: [MetricRow; 11] = [
+    let fields: [MetricRow; 16] = [
         ("policy", |m| m.policy.clone()),
         ("tasks", |m| m.tasks.to_string()),
         ("rejected", |m| m.rejected.len().to_string()),
@@ -113,6 +122,21 @@ pub fn metrics_table(metrics: &[&Metrics]) -> Table {
         ("utilization", |m| format!("{:.4}", m.utilization)),
         ("makespan", |m| format!("{:.3}", m.makespan)),
         ("energy_j", |m| format!("{:.1}", m.energy_j)),
+        ("energy_run_j", |m| {
+            known(m.energy_run_j, |x| format!("{x:.1}"))
+        }),
+        ("energy_idle_j", |m| {
+            known(m.energy_idle_j, |x| format!("{x:.1}"))
+        }),
+        ("energy_overhead_j", |m| {
+            known(m.energy_overhead_j, |x| format!("{x:.1}"))
+        }),
+        ("energy_baseline_j", |m| {
+            known(m.energy_baseline_j, |x| format!("{x:.1}"))
+        }),
+        ("energy_saving", |m| {
+            known(m.energy_saving, |x| format!("{x:.4}"))
+        }),
     ];
     let mut align = vec![Align::Left];
     align.extend(std::iter::repeat_n(Align::Right, metrics.len()));
@@ -174,26 +198,37 @@ mod tests {
             utilization: 8.0 / 12.0,
             makespan: 4.0,
             energy_j: 40.0,
+            energy_run_j: 30.0,
+            energy_idle_j: 10.0,
+            energy_overhead_j: 0.0,
+            energy_baseline_j: 50.0,
+            energy_saving: 0.2,
         };
         let b = Metrics {
             policy: "greedy-eft".into(),
             twt: 12.25,
             energy_j: 1234.5,
+            energy_run_j: f64::NAN,
             ..a.clone()
         };
         assert_eq!(
             metrics_table(&[&a, &b]).render(),
-            "policy         fifo  greedy-eft\n\
-             tasks             3           3\n\
-             rejected          1           1\n\
-             twt           2.000      12.250\n\
-             twct         10.000      10.000\n\
-             act           3.000       3.000\n\
-             dmc               1           1\n\
-             dmr          0.5000      0.5000\n\
-             utilization  0.6667      0.6667\n\
-             makespan      4.000       4.000\n\
-             energy_j       40.0      1234.5\n"
+            "policy               fifo  greedy-eft\n\
+             tasks                   3           3\n\
+             rejected                1           1\n\
+             twt                 2.000      12.250\n\
+             twct               10.000      10.000\n\
+             act                 3.000       3.000\n\
+             dmc                     1           1\n\
+             dmr                0.5000      0.5000\n\
+             utilization        0.6667      0.6667\n\
+             makespan            4.000       4.000\n\
+             energy_j             40.0      1234.5\n\
+             energy_run_j         30.0           -\n\
+             energy_idle_j        10.0        10.0\n\
+             energy_overhead_j     0.0         0.0\n\
+             energy_baseline_j    50.0        50.0\n\
+             energy_saving      0.2000      0.2000\n"
         );
     }
 }

@@ -36,8 +36,39 @@ pub struct Metrics {
     pub utilization: f64,
     /// max c_i.
     pub makespan: f64,
-    /// GPU energy over [min a_i, max c_i], idle included (J).
+    /// GPU energy over [min a_i, max c_i], idle included (J):
+    /// `energy_run_j + energy_idle_j + energy_overhead_j`.
     pub energy_j: f64,
+    /// Energy the GPUs drew running tasks (J).
+    pub energy_run_j: f64,
+    /// Energy idle GPUs drew over the span (J).
+    pub energy_idle_j: f64,
+    /// Energy of turning GPUs or servers on (J); 0 on one host, which never
+    /// turns a GPU off (dvfs-energy.md §6).
+    pub energy_overhead_j: f64,
+    /// The same policy's energy without DVFS (J); `energy_j` when no task ran
+    /// at other than default clocks.
+    pub energy_baseline_j: f64,
+    /// 1 - energy_j / energy_baseline_j (0 when the baseline is 0).
+    pub energy_saving: f64,
+}
+
+/// GPU energy over a span, split as dvfs-energy.md §3.1 does (J).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EnergySplit {
+    /// While running tasks.
+    pub run_j: f64,
+    /// While idle.
+    pub idle_j: f64,
+    /// Turning devices on.
+    pub overhead_j: f64,
+}
+
+impl EnergySplit {
+    /// The total.
+    pub fn total(&self) -> f64 {
+        self.run_j + self.idle_j + self.overhead_j
+    }
 }
 
 /// One scheduled task, as the metrics need it.
@@ -59,32 +90,38 @@ pub struct Completed {
 
 /// GPU energy over the span `to - from` (J): `busy_j` measured or modelled
 /// while tasks ran, plus each device's catalogue idle power over the rest of
-/// the span (`busy_s[i]`: seconds device `i` was busy).
+/// the span (`busy_s[i]`: seconds device `i` was busy); no overhead (one
+/// host never turns a GPU off).
 pub fn energy_with_idle(
     devices: &[DeviceSpec],
     busy_s: &[f64],
     busy_j: f64,
     from: f64,
     to: f64,
-) -> f64 {
+) -> EnergySplit {
     let idle_j: f64 = devices
         .iter()
         .zip(busy_s)
         .map(|(d, busy)| d.model.idle_w * ((to - from) - busy).max(0.0))
         .sum();
-    busy_j + idle_j
+    EnergySplit {
+        run_j: busy_j,
+        idle_j,
+        overhead_j: 0.0,
+    }
 }
 
 impl Metrics {
     /// Metrics of `done` on `m` devices; `energy` is called with the span
-    /// (min a_i, max c_i) and returns the energy over it.
+    /// (min a_i, max c_i) and returns the energy over it. The baseline is the
+    /// run's own energy until [`Metrics::set_baseline`].
     pub fn compute(
         policy: &str,
         tasks: usize,
         rejected: Vec<Rejection>,
         done: &[Completed],
         m: usize,
-        energy: impl FnOnce(f64, f64) -> f64,
+        energy: impl FnOnce(f64, f64) -> EnergySplit,
     ) -> Metrics {
         let n = done.len();
         let mut metrics = Metrics {
@@ -99,6 +136,11 @@ impl Metrics {
             utilization: 0.0,
             makespan: 0.0,
             energy_j: 0.0,
+            energy_run_j: 0.0,
+            energy_idle_j: 0.0,
+            energy_overhead_j: 0.0,
+            energy_baseline_j: 0.0,
+            energy_saving: 0.0,
         };
         if n == 0 {
             return metrics;
@@ -120,8 +162,23 @@ impl Metrics {
         if span > 0.0 {
             metrics.utilization = busy / (m as f64 * span);
         }
-        metrics.energy_j = energy(first_arrival, metrics.makespan);
+        let e = energy(first_arrival, metrics.makespan);
+        metrics.energy_j = e.total();
+        metrics.energy_run_j = e.run_j;
+        metrics.energy_idle_j = e.idle_j;
+        metrics.energy_overhead_j = e.overhead_j;
+        metrics.set_baseline(metrics.energy_j);
         metrics
+    }
+
+    /// Sets the energy without DVFS and the saving against it.
+    pub fn set_baseline(&mut self, baseline_j: f64) {
+        self.energy_baseline_j = baseline_j;
+        self.energy_saving = if baseline_j > 0.0 {
+            1.0 - self.energy_j / baseline_j
+        } else {
+            0.0
+        };
     }
 }
 
@@ -151,7 +208,11 @@ mod tests {
                 devices: 2,
             },
         ];
-        let m = Metrics::compute("p", 3, vec![], &done, 3, |a, c| (c - a) * 10.0);
+        let m = Metrics::compute("p", 3, vec![], &done, 3, |a, c| EnergySplit {
+            run_j: (c - a) * 8.0,
+            idle_j: (c - a) * 2.0,
+            overhead_j: 0.0,
+        });
         assert_eq!(m.twt, 2.0); // 2 * 1
         assert_eq!(m.twct, 10.0); // 2*4 + 1*2
         assert_eq!(m.act, 3.0); // (4 + 2) / 2
@@ -159,6 +220,17 @@ mod tests {
         assert_eq!(m.makespan, 4.0);
         assert_eq!(m.utilization, 8.0 / 12.0); // (4*1 + 2*2) / (3 * 4)
         assert_eq!(m.energy_j, 40.0);
+        assert_eq!(
+            (m.energy_run_j, m.energy_idle_j, m.energy_overhead_j),
+            (32.0, 8.0, 0.0)
+        );
+        assert_eq!((m.energy_baseline_j, m.energy_saving), (40.0, 0.0));
+        let mut m = m;
+        m.set_baseline(50.0);
+        assert_eq!(
+            (m.energy_baseline_j, m.energy_saving),
+            (50.0, 1.0 - 40.0 / 50.0)
+        );
     }
 
     #[test]
@@ -172,7 +244,10 @@ mod tests {
             }],
             &[],
             2,
-            |_, _| 1.0,
+            |_, _| EnergySplit {
+                run_j: 1.0,
+                ..EnergySplit::default()
+            },
         );
         assert_eq!(
             (m.twt, m.act, m.dmr, m.utilization, m.energy_j),

@@ -24,10 +24,16 @@ pub fn metrics_to_dict(m: &Metrics) -> Dict {
         ("utilization".into(), owned(m.utilization)),
         ("makespan".into(), owned(m.makespan)),
         ("energy_j".into(), owned(m.energy_j)),
+        ("energy_run_j".into(), owned(m.energy_run_j)),
+        ("energy_idle_j".into(), owned(m.energy_idle_j)),
+        ("energy_overhead_j".into(), owned(m.energy_overhead_j)),
+        ("energy_baseline_j".into(), owned(m.energy_baseline_j)),
+        ("energy_saving".into(), owned(m.energy_saving)),
     ])
 }
 
-/// Reads `Metrics()`'s dictionary.
+/// Reads `Metrics()`'s dictionary. The energy split and baseline, which a
+/// daemon older than them does not send, read NaN when absent.
 pub fn metrics_from_dict(d: &Dict) -> Result<Metrics, String> {
     fn get<'a, T: TryFrom<&'a zbus::zvariant::Value<'a>>>(
         d: &'a Dict,
@@ -37,6 +43,13 @@ pub fn metrics_from_dict(d: &Dict) -> Result<Metrics, String> {
             .get(key)
             .ok_or_else(|| format!("metrics without {key:?}"))?;
         T::try_from(v).map_err(|_| format!("metrics: {key:?} has the wrong type"))
+    }
+    fn newer(d: &Dict, key: &str) -> Result<f64, String> {
+        if d.contains_key(key) {
+            get(d, key)
+        } else {
+            Ok(f64::NAN)
+        }
     }
     let rejected = d
         .get("rejected")
@@ -60,5 +73,10 @@ pub fn metrics_from_dict(d: &Dict) -> Result<Metrics, String> {
         utilization: get(d, "utilization")?,
         makespan: get(d, "makespan")?,
         energy_j: get(d, "energy_j")?,
+        energy_run_j: newer(d, "energy_run_j")?,
+        energy_idle_j: newer(d, "energy_idle_j")?,
+        energy_overhead_j: newer(d, "energy_overhead_j")?,
+        energy_baseline_j: newer(d, "energy_baseline_j")?,
+        energy_saving: newer(d, "energy_saving")?,
     })
 }

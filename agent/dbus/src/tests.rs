@@ -208,6 +208,11 @@ fn device_and_metrics_round_trip() {
         utilization: 0.25,
         makespan: 9.0,
         energy_j: 10.0,
+        energy_run_j: 7.0,
+        energy_idle_j: 3.0,
+        energy_overhead_j: 0.0,
+        energy_baseline_j: 12.5,
+        energy_saving: 0.2,
     };
     assert_eq!(metrics_from_dict(&metrics_to_dict(&m)).unwrap(), m);
 }

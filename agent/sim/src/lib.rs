@@ -4,7 +4,7 @@
 //!
 //! - [`input`]: the file readers (formats.md §1, §2, §6), errors naming
 //!   file, line and field;
-//! - [`replay`]: the simulator ([`simulate`]);
+//! - [`replay`]: the simulator ([`simulate`], and [`simulate_without_dvfs`] for the no-DVFS baseline);
 //! - [`schedule`]: the schedule CSV (formats.md §3);
 //! - [`import`]: Alibaba's GPU trace and the SOS workload as a host and a trace;
 //! - [`atomic`]: files written whole or not at all.
@@ -17,4 +17,4 @@ pub mod replay;
 pub mod schedule;
 mod stopwatch;
 
-pub use replay::{simulate, Outcome, SchedulingTime, SimError};
+pub use replay::{simulate, simulate_without_dvfs, Outcome, SchedulingTime, SimError};

@@ -14,7 +14,9 @@ use gpu_agent_plugin_api::abi_stable::{
     sabi_trait::TD_Opaque,
     std_types::{RResult, RString, RVec},
 };
-use gpu_agent_plugin_api::{DecisionNe, EventNe, Policy, PolicyBox, Policy_TO, TaskKey, View};
+use gpu_agent_plugin_api::{
+    Clocks, DecisionNe, EventNe, Policy, PolicyBox, Policy_TO, TaskKey, View,
+};
 
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::apps::power_w;
@@ -53,6 +55,9 @@ pub struct Outcome {
     pub faults: Vec<String>,
     /// Time spent deciding.
     pub scheduling: SchedulingTime,
+    /// Whether any task ran at other than default clocks (else the run is
+    /// its own no-DVFS baseline).
+    pub dvfs: bool,
 }
 
 /// The wall time the scheduler core (the policy included) took over a replay:
@@ -124,6 +129,31 @@ pub fn simulate(
     host: &Host,
     trace: &Trace,
     policy: PolicyInstance,
+    progress: impl FnMut(usize),
+) -> Result<Outcome, SimError> {
+    replay(host, trace, policy, false, progress)
+}
+
+/// The no-DVFS baseline of a policy (its energy is a run's
+/// `energy_baseline_j`): `trace` replayed under a fresh `policy` whose
+/// devices accept their default clocks only ([`Core::at_default_clocks`]), so
+/// that a DVFS policy keeping to its devices' clock ranges runs its own rules
+/// without DVFS.
+pub fn simulate_without_dvfs(
+    host: &Host,
+    trace: &Trace,
+    policy: PolicyInstance,
+) -> Result<Outcome, SimError> {
+    replay(host, trace, policy, true, |_| {})
+}
+
+/// The replay of [`simulate`]; `default_clocks` limits every device to its
+/// default clocks.
+fn replay(
+    host: &Host,
+    trace: &Trace,
+    policy: PolicyInstance,
+    default_clocks: bool,
     mut progress: impl FnMut(usize),
 ) -> Result<Outcome, SimError> {
     let policy_name = policy.name.clone();
@@ -139,6 +169,9 @@ pub fn simulate(
         ),
     };
     let mut core = Core::new(host.devices.clone(), policy);
+    if default_clocks {
+        core = core.at_default_clocks();
+    }
     // Arrival order, ties in trace order; the core numbers tasks in this order.
     let mut order: Vec<usize> = (0..trace.tasks.len()).collect();
     order.sort_by(|&a, &b| {
@@ -159,6 +192,7 @@ pub fn simulate(
         rejected: Vec::new(),
         faults: Vec::new(),
         busy_s: vec![0.0; host.devices.len()],
+        dvfs: false,
         // By core key (arrival order): true run time / modelled run time.
         factors: order
             .iter()
@@ -238,6 +272,7 @@ pub fn simulate(
             policy_s: clock.wall(in_policy.ticks()).as_secs_f64(),
             decision_points: clock.calls(),
         },
+        dvfs: run.dvfs,
     })
 }
 
@@ -258,6 +293,8 @@ struct Run<'h> {
     busy_s: Vec<f64>,
     /// Per task: how much longer (or shorter) it really runs than modelled.
     factors: Vec<f64>,
+    /// Whether a task ran at other than default clocks.
+    dvfs: bool,
 }
 
 impl Run<'_> {
@@ -287,17 +324,27 @@ impl Run<'_> {
                     if runtime > planned {
                         self.push(start + planned, What::Check(task));
                     }
+                    self.dvfs |= clocks != Clocks::DEFAULT;
+                    let dvfs = core.dvfs(task);
                     for &d in &devices {
                         let model = self.host.devices[d as usize].model;
                         self.busy_s[d as usize] += runtime;
+                        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
+                        let power = power_w(&t.app, model, clocks);
                         self.schedule.push(ScheduleRow {
                             id: t.id.to_string(),
                             gpu: d,
                             start,
                             end,
-                            core_mhz: model.clocks_mhz(clocks).0,
-                            mem_mhz: model.clocks_mhz(clocks).1,
-                            energy_j: power_w(&t.app, model, clocks) * runtime,
+                            core_mhz,
+                            mem_mhz,
+                            energy_j: power * runtime,
+                            clocks,
+                            runtime: planned,
+                            power_w: power,
+                            default_energy_j: power_w(&t.app, model, Clocks::DEFAULT) * runtime
+                                / t.app.time_factor(clocks),
+                            dvfs,
                         });
                     }
                     self.completed.push(Completed {

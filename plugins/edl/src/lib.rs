@@ -29,6 +29,8 @@
 //!    paper's "new server" does not exist on one host.
 //! 4. The task joins the end of that device's local queue with its clocks;
 //!    the agent rounds them up to supported clocks and times the run there.
+//!    A [`Decision::Dvfs`] after it tells the agent the task's class and
+//!    whether it was readjusted.
 //!
 //! A gang task (more than one GPU) runs at default clocks on the devices free
 //! first. `server_grouping` (how the paper groups pairs into servers) does
@@ -39,10 +41,10 @@
 
 mod params;
 
-use gpu_agent_dvfs::{Options, Point, Profile, Setting};
+use gpu_agent_dvfs::{Class, Options, Point, Profile, Setting};
 use gpu_agent_plugin_api::{
-    abi_stable::std_types::ROption, Clocks, Decision, Device, Event, PolicyImpl, Task, TaskKey,
-    View,
+    abi_stable::std_types::ROption, Clocks, Decision, Device, DvfsClass, Event, PolicyImpl, Task,
+    TaskKey, View,
 };
 
 pub use params::{Params, Rule, PARAMETERS};
@@ -64,6 +66,7 @@ struct Candidate {
     profile: Profile,
     options: Options,
     point: Point,
+    class: DvfsClass,
 }
 
 impl Edl {
@@ -94,14 +97,16 @@ impl Edl {
             t0: app.t0,
         }
         .scaled_to(task.runtime_on(device));
-        let point = options
-            .choose(&profile, Some(task.deadline - task.arrival))
-            .point;
+        let choice = options.choose(&profile, Some(task.deadline - task.arrival));
         Candidate {
             device: device.index as usize,
             profile,
             options,
-            point,
+            point: choice.point,
+            class: match choice.class {
+                Class::EnergyPrior => DvfsClass::EnergyPrior,
+                Class::DeadlinePrior => DvfsClass::DeadlinePrior,
+            },
         }
     }
 }
@@ -174,42 +179,42 @@ impl PolicyImpl for Edl {
             let slack = |c: &Candidate| task.deadline - end[c.device].max(now);
             let fits = |c: &&Candidate| slack(c) >= c.point.t;
             let load = |c: &&Candidate| self.booked[c.device].1;
-            let picked: Option<(Candidate, Point)> = match rule {
+            let picked: Option<(Candidate, Point, bool)> = match rule {
                 Rule::Edl => {
                     let s = slack(spt);
                     if s >= spt.point.t {
-                        Some((*spt, spt.point))
+                        Some((*spt, spt.point, false))
                     } else {
                         let t_theta =
                             (self.params.theta * spt.point.t).max(spt.options.t_min(&spt.profile));
                         (s > t_theta)
                             .then(|| spt.options.readjust(&spt.profile, spt.point, s))
                             .flatten()
-                            .map(|p| (*spt, p))
+                            .map(|p| (*spt, p, true))
                     }
                 }
                 Rule::EdfBf => cands
                     .iter()
                     .filter(fits)
                     .max_by(|a, b| load(a).total_cmp(&load(b)))
-                    .map(|c| (*c, c.point)),
+                    .map(|c| (*c, c.point, false)),
                 Rule::EdfWf => cands
                     .iter()
                     .filter(fits)
                     .min_by(|a, b| load(a).total_cmp(&load(b)))
-                    .map(|c| (*c, c.point)),
-                Rule::LptFf => cands.iter().find(fits).map(|c| (*c, c.point)),
+                    .map(|c| (*c, c.point, false)),
+                Rule::LptFf => cands.iter().find(fits).map(|c| (*c, c.point, false)),
                 Rule::BinPack if first_batch => cands
                     .iter()
                     .filter(fits)
                     .min_by(|a, b| load(a).total_cmp(&load(b)))
-                    .map(|c| (*c, c.point)),
-                Rule::BinPack => cands.iter().find(fits).map(|c| (*c, c.point)),
+                    .map(|c| (*c, c.point, false)),
+                Rule::BinPack => cands.iter().find(fits).map(|c| (*c, c.point, false)),
             };
-            let (at, point) = picked.unwrap_or_else(|| {
+            let (at, point, readjusted) = picked.unwrap_or_else(|| {
                 // Nothing takes it in time: the device free first, as fast as it goes.
                 let r = view.devices[spt.device].clock_range;
-                (*spt, spt.profile.at_clocks(r.core_max, r.mem_max))
+                (*spt, spt.profile.at_clocks(r.core_max, r.mem_max), false)
             });
             let j = at.device;
             end[j] = end[j].max(now) + point.t;
@@ -222,6 +227,11 @@ impl PolicyImpl for Edl {
                 devices: vec![j as u32].into(),
                 position: ROption::RNone,
                 clocks: clocks_of(point.setting),
+            });
+            decisions.push(Decision::Dvfs {
+                task: key,
+                class: at.class,
+                readjusted,
             });
         }
         Ok(decisions)

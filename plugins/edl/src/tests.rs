@@ -95,6 +95,7 @@ fn run(policy: &mut Edl, now: f64, tasks: &[Task], devices: &[Device<'_>]) -> Ve
 fn placed(decisions: &[Decision]) -> Vec<(TaskKey, u32, Option<Clocks>)> {
     decisions
         .iter()
+        .filter(|d| !matches!(d, Decision::Dvfs { .. }))
         .map(|d| match d {
             Decision::Assign {
                 task,
@@ -103,6 +104,21 @@ fn placed(decisions: &[Decision]) -> Vec<(TaskKey, u32, Option<Clocks>)> {
                 ..
             } => (*task, devices[0], clocks.into_option()),
             other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+/// (task, class, readjusted) of each [`Decision::Dvfs`], in order.
+fn notes(decisions: &[Decision]) -> Vec<(TaskKey, DvfsClass, bool)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Dvfs {
+                task,
+                class,
+                readjusted,
+            } => Some((*task, *class, *readjusted)),
+            _ => None,
         })
         .collect()
 }
@@ -131,7 +147,19 @@ fn worked_example_theta_0_9_fits_one_host_of_two_gpus() {
     // S11(J2, J4), S12(J1, J3, J5)).
     let tasks = table3();
     let devices = [device(0, 0.0, WIDE), device(1, 0.0, WIDE)];
-    let got = placed(&run(&mut edl(0.9), 0.0, &tasks, &devices));
+    let decisions = run(&mut edl(0.9), 0.0, &tasks, &devices);
+    use DvfsClass::{DeadlinePrior as D, EnergyPrior as E};
+    assert_eq!(
+        notes(&decisions),
+        [
+            (1, D, false),
+            (0, E, false),
+            (2, E, true),
+            (3, E, false),
+            (4, E, false)
+        ]
+    );
+    let got = placed(&decisions);
     let order: Vec<(TaskKey, u32)> = got.iter().map(|&(k, d, _)| (k, d)).collect();
     assert_eq!(order, [(1, 0), (0, 1), (2, 1), (3, 0), (4, 1)]);
     // J1 (δ 0, γ 0): lowest voltage, highest memory clock: t̂ 25.83, P̂ 125.

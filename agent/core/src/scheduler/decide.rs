@@ -69,6 +69,15 @@ impl Core {
             Decision::MigLayout { gpu, layout } => Err(format!(
                 "asked for MIG layout {layout:?} on GPU {gpu}: this agent does not manage MIG layouts yet"
             )),
+            Decision::Dvfs { task, class, readjusted } => {
+                match self.tasks.get(task as usize).map(|t| t.state) {
+                    Some(TaskState::Queued | TaskState::Running) => {
+                        self.dvfs[task as usize] = Some((class, readjusted));
+                        Ok(())
+                    }
+                    _ => Err(format!("described the clocks of task key {task}, which is not placed")),
+                }
+            }
             other => Err(format!("returned a decision this agent cannot apply: {other:?}")),
         }
     }

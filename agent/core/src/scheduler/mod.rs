@@ -30,7 +30,7 @@ use gpu_agent_plugin_api::{
         nonexhaustive_enum::NonExhaustive,
         std_types::{RSlice, RStr},
     },
-    ClockRange, Clocks, Device, Event, PowerModel, Task, TaskKey, TaskState, View,
+    ClockRange, Clocks, Device, DvfsClass, Event, PowerModel, Task, TaskKey, TaskState, View,
 };
 
 use pending::Pending;
@@ -205,6 +205,8 @@ pub struct Core {
     min_speed: f64,
     tasks: Vec<Task>,
     placements: Vec<Option<Placement>>,
+    /// Per task: how its policy said it chose its clocks ([`Decision::Dvfs`]).
+    dvfs: Vec<Option<(DvfsClass, bool)>>,
     pending: Pending,
     policy: PolicyInstance,
     /// True once the core runs the built-in fallback.
@@ -250,6 +252,7 @@ impl Core {
             slots,
             tasks: Vec::new(),
             placements: Vec::new(),
+            dvfs: Vec::new(),
             pending: Pending::default(),
             policy,
             fallen_back: false,
@@ -280,6 +283,12 @@ impl Core {
     /// The task with `key`.
     pub fn task(&self, key: TaskKey) -> &Task {
         &self.tasks[key as usize]
+    }
+
+    /// How the policy said it chose `key`'s clocks: its class and whether it
+    /// was readjusted (`None`: it said nothing).
+    pub fn dvfs(&self, key: TaskKey) -> Option<(DvfsClass, bool)> {
+        self.dvfs[key as usize]
     }
 
     /// Tasks not yet finished, rejected or cancelled.
@@ -314,6 +323,7 @@ impl Core {
         let key = self.tasks.len() as TaskKey;
         self.tasks.push(task_of(key, spec));
         self.placements.push(None);
+        self.dvfs.push(None);
         let mut actions = Vec::new();
         if let Some(reason) = self.unschedulable(&self.tasks[key as usize]) {
             self.tasks[key as usize].state = TaskState::Rejected;

@@ -744,3 +744,44 @@ fn tasks_needing_an_offline_device_wait_for_it() {
     assert_eq!(starts(&actions), vec![(g, vec![0, 1], 1.0)]);
     assert_eq!(core.local_queue(0), vec![h]);
 }
+
+#[test]
+fn a_dvfs_note_is_kept_for_a_placed_task_and_refused_for_a_pending_one() {
+    use gpu_agent_plugin_api::DvfsClass;
+    let mut core = core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .flat_map(|&k| {
+                [
+                    assign(k, &[0], None, None),
+                    Decision::Dvfs {
+                        task: k,
+                        class: DvfsClass::DeadlinePrior,
+                        readjusted: true,
+                    },
+                ]
+            })
+            .collect())
+    });
+    let (key, actions) = core.submit(0.0, spec("a", 0.0, 4.0));
+    assert_eq!(fault(&actions), None);
+    assert_eq!(core.dvfs(key), Some((DvfsClass::DeadlinePrior, true)));
+
+    let mut early = self::core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| Decision::Dvfs {
+                task: k,
+                class: DvfsClass::EnergyPrior,
+                readjusted: false,
+            })
+            .collect())
+    });
+    let (_, actions) = early.submit(0.0, spec("a", 0.0, 4.0));
+    assert_eq!(
+        fault(&actions),
+        Some("described the clocks of task key 0, which is not placed")
+    );
+}
