@@ -55,10 +55,13 @@ impl Default for Telemetry {
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// What one scrape shows, in the text format.
+/// What one scrape shows, in the text format. `uuids`: each GPU's UUID as
+/// read when the exporter started, the label of a GPU that no longer
+/// answers (so that its series go on through a failure).
 pub fn render(
     backend: &dyn GpuBackend,
     specs: &[DeviceSpec],
+    uuids: &[String],
     census: &Census,
     telemetry: &Telemetry,
 ) -> String {
@@ -121,9 +124,13 @@ pub fn render(
     );
     for spec in specs {
         let status = devices::read(backend, spec, String::new());
+        let uuid = match uuids.get(spec.index as usize) {
+            Some(known) if status.uuid.is_empty() => known.clone(),
+            _ => status.uuid.clone(),
+        };
         let labels: Labels = vec![
             ("gpu".into(), spec.index.to_string()),
-            ("uuid".into(), status.uuid.clone()),
+            ("uuid".into(), uuid),
             ("model".into(), status.name.clone()),
         ];
         // A reading the GPU does not give is left out, not shown as 0.
@@ -237,6 +244,17 @@ pub async fn serve(
     engine: mpsc::Sender<Request>,
     telemetry: Telemetry,
 ) {
+    let uuids: Arc<Vec<String>> = Arc::new(
+        specs
+            .iter()
+            .map(|spec| {
+                backend
+                    .device_info(spec.index)
+                    .map(|i| i.uuid)
+                    .unwrap_or_default()
+            })
+            .collect(),
+    );
     loop {
         let (mut stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -246,9 +264,10 @@ pub async fn serve(
                 continue;
             }
         };
-        let (backend, specs, engine, telemetry) = (
+        let (backend, specs, uuids, engine, telemetry) = (
             backend.clone(),
             specs.clone(),
+            uuids.clone(),
             engine.clone(),
             telemetry.clone(),
         );
@@ -259,7 +278,7 @@ pub async fn serve(
                     let census = census(&engine).await;
                     let body = match census {
                         Some(census) => tokio::task::spawn_blocking(move || {
-                            render(&*backend, &specs, &census, &telemetry)
+                            render(&*backend, &specs, &uuids, &census, &telemetry)
                         })
                         .await
                         .ok(),
@@ -389,7 +408,8 @@ mod tests {
             busy: vec![true],
             health: vec!["xid 79: GPU has fallen off the bus".into()],
         };
-        let text = classic(&render(&mock, &host.devices, &census, &telemetry));
+        let uuid = mock.device_info(0).unwrap().uuid;
+        let text = classic(&render(&mock, &host.devices, &[], &census, &telemetry));
         for line in [
             "# TYPE gpu_agent_gpu_power_watts gauge",
             "gpu_agent_gpu_memory_bytes{gpu=\"0\",",
@@ -405,5 +425,16 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
+        // A GPU that no longer answers keeps the UUID it had.
+        mock.inject(0, gpu_agent_backend::mock::Fault::GpuLost);
+        let text = classic(&render(
+            &mock,
+            &host.devices,
+            std::slice::from_ref(&uuid),
+            &census,
+            &telemetry,
+        ));
+        let online = format!("gpu_agent_gpu_online{{gpu=\"0\",uuid=\"{uuid}\",");
+        assert!(text.contains(&online), "{online} not in:\n{text}");
     }
 }
