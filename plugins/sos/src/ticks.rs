@@ -200,6 +200,10 @@ struct Machine {
     /// ([`Machine::ticks_to_pop`] ticks after it was last computed): kept
     /// up to date by [`TickModel::step`], and unchanged by idle ticks.
     leaves_at: Option<u64>,
+    /// Whether idle ticks change nothing here (no head, nothing incoming,
+    /// and the pending change is none or a clearing already done with the
+    /// address ring full); only [`TickModel::step`] changes that.
+    quiet: bool,
 }
 
 impl Machine {
@@ -215,6 +219,7 @@ impl Machine {
             count: 0,
             full: false,
             leaves_at: None,
+            quiet: false,
         }
     }
 
@@ -367,7 +372,7 @@ impl Machine {
 
     /// `n` ticks in which no job arrives and none leaves, at once.
     fn idle(&mut self, n: u64) {
-        if n == 0 {
+        if n == 0 || self.quiet {
             return;
         }
         self.enter_incoming();
@@ -395,6 +400,13 @@ impl Machine {
         } else {
             // Nothing changes the pending change: it applies every tick.
             self.repeat_change(n);
+            // Repeating it again would change nothing.
+            self.quiet = self.incoming.is_none()
+                && match self.change {
+                    (0, _) => true,
+                    (_, Op::Invalidate) => self.cost_free.is_full(),
+                    (_, Op::Update) => false,
+                };
         }
     }
 
@@ -575,7 +587,10 @@ impl<K: Copy> TickModel<K> {
                     m.idle(idle);
                 }
                 self.tick += idle;
-                continue;
+                if self.tick > last {
+                    break;
+                }
+                // Idle ticks move no event: the next one is due now.
             }
             self.step(&mut left);
         }
@@ -618,6 +633,7 @@ impl<K: Copy> TickModel<K> {
             if mine.is_some() || pop {
                 m.refresh_leaves_at(tick);
             }
+            m.quiet = false;
             all_full &= m.full;
         }
         self.all_full = all_full;
