@@ -28,11 +28,11 @@
 //! they are not reused).
 //!
 //! Speed (the decisions are the baseline's to the tick; only the work to
-//! reach them differs): idle stretches run in one step per device; each
-//! device keeps the tick its head leaves at, so the next event is a minimum
-//! over devices; the cost table is kept by column, padded to [`LANES`], so
-//! that a newcomer's sums compile to vector code, and a tick without a
-//! newcomer computes none.
+//! reach them differs): idle stretches run in one step per device, none on a
+//! device they cannot change; each device keeps the tick its head leaves at,
+//! so the next event is a minimum over devices; the cost table is kept by
+//! column, padded to [`LANES`], so that a newcomer's sums compile to
+//! branch-free code, and a tick without a newcomer computes none.
 
 /// Entries per device: the baseline's `JOBS_PER_MACHINE`.
 pub const SLOTS: usize = 10;
@@ -105,7 +105,7 @@ impl CostTable {
 
     /// (Σ p of the entries whose ratio is above `ratio`, Σ w of the others,
     /// how many are above): the baseline's loop over its table, as masked
-    /// column sums (a form LLVM compiles to straight-line code).
+    /// column sums (a form LLVM compiles to branch-free vector code).
     fn sums(&self, ratio: u8) -> (u32, u32, u8) {
         let high = self.masked_sum(&self.proc, ratio, true);
         let low = self.masked_sum(&self.weight, ratio, false);
