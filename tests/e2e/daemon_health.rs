@@ -144,6 +144,9 @@ fn daemon_health_a_gpu_lost_under_load_loses_no_task() {
         ]
     );
 
+    let status = ok(&gpuctl(&d, &["status"]));
+    assert!(status.contains("devices  4 (2 offline: 0, 1)"), "{status}");
+
     // The restarted mock GPU 0 is sound; lose it again so that it must be
     // repaired: while it does not answer, it cannot come back.
     ok(&gpuctl(&d, &["mock", "inject", "0", "lost"]));

@@ -179,6 +179,8 @@ struct Status {
     policy: String,
     /// How many devices it schedules on.
     devices: usize,
+    /// The indices of those offline (failed or drained).
+    offline: Vec<u32>,
     /// Its tasks per state.
     tasks: Counts,
 }
@@ -250,11 +252,17 @@ pub fn status(args: StatusArgs) -> Result<()> {
             .iter()
             .map(|d| TaskInfo::from_dict(d).map_err(|e| anyhow!("the daemon sent a bad task: {e}")))
             .collect::<Result<Vec<_>>>()?;
+        let devices = fetch_devices(&client).await?;
         Ok(Status {
             version: client.call(agent.version()).await?,
             backend: client.call(agent.backend()).await?,
             policy: client.call(agent.policy()).await?,
-            devices: fetch_devices(&client).await?.len(),
+            devices: devices.len(),
+            offline: devices
+                .iter()
+                .filter(|d| !d.online)
+                .map(|d| d.index)
+                .collect(),
             tasks: Counts::of(&tasks),
         })
     })?;
@@ -264,6 +272,15 @@ pub fn status(args: StatusArgs) -> Result<()> {
         emit(&status_text(&status))?;
     }
     Ok(())
+}
+
+/// `4`, or `4 (2 offline: 0, 1)`.
+fn devices_text(n: usize, offline: &[u32]) -> String {
+    if offline.is_empty() {
+        return n.to_string();
+    }
+    let list: Vec<String> = offline.iter().map(u32::to_string).collect();
+    format!("{n} ({} offline: {})", offline.len(), list.join(", "))
 }
 
 /// The status, one line per item.
@@ -285,7 +302,7 @@ fn status_text(s: &Status) -> String {
         ("version", s.version.clone()),
         ("backend", s.backend.clone()),
         ("policy", s.policy.clone()),
-        ("devices", s.devices.to_string()),
+        ("devices", devices_text(s.devices, &s.offline)),
         ("tasks", tasks),
     ] {
         table.row(vec![key.into(), value]);
@@ -628,6 +645,7 @@ mod tests {
             backend: "mock:examples/host.toml".into(),
             policy: "fifo".into(),
             devices: 4,
+            offline: vec![],
             tasks: Counts(n),
         };
         assert_eq!(
@@ -638,6 +656,7 @@ mod tests {
              devices  4\n\
              tasks    7: 2 queued, 5 succeeded\n"
         );
+        assert_eq!(devices_text(4, &[0, 3]), "4 (2 offline: 0, 3)");
         let json = serde_json::to_string(&status.tasks).unwrap();
         assert_eq!(
             json,
