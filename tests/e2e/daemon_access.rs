@@ -328,6 +328,24 @@ fn daemon_access_member_submits_and_cancels_its_own() {
         ))
     );
     assert_eq!(
+        gdbus(&d, who, "SetDeviceOnline", &["0", "false"]),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not take GPUs offline or online: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
+    let online = d.busctl_json(&[
+        "get-property",
+        AGENT[0],
+        "/org/gpuagent/Agent1/gpu/0",
+        "org.gpuagent.Device1",
+        "Online",
+    ]);
+    assert_eq!(online["data"], true, "a refused drain changes nothing");
+    assert_eq!(
         gdbus(&d, who, "Cancel", &[&roots]),
         Err((
             DENIED.into(),
