@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use gpu_agent_dbus::{SubmitSpec, TaskStatus};
+use futures_util::StreamExt;
+use gpu_agent_dbus::{Device1Proxy, SubmitSpec, TaskStatus};
 
 use crate::daemon::{gpuctl, spec, wait_for, Daemon, AGENT};
 
@@ -180,6 +181,16 @@ fn daemon_health_a_gpu_lost_under_load_loses_no_task() {
 #[test]
 fn daemon_health_a_drained_gpu_finishes_its_task_and_takes_no_other() {
     let d = Daemon::start();
+    let _rt = d.enter();
+    let device = d.block_on(async {
+        Device1Proxy::builder(d.conn())
+            .path("/org/gpuagent/Agent1/gpu/0")
+            .expect("a device path")
+            .build()
+            .await
+            .expect("a Device1 proxy")
+    });
+    let mut health = d.block_on(device.receive_health_changed());
     let a = d.submit(&spec(200.0, 1.0, 1e5, 1.0)).expect("Submit a");
     d.wait_state(&a, TaskStatus::Running, Duration::from_secs(10));
     assert_eq!(
@@ -187,6 +198,19 @@ fn daemon_health_a_drained_gpu_finishes_its_task_and_takes_no_other() {
         "GPU 0 is drained: it takes no new work\n"
     );
     wait_health(&d, 0, false, "drained");
+    // The change was signalled (PropertiesChanged), not only readable.
+    let signalled = d.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(change) = health.next().await {
+                if change.get().await.ok().as_deref() == Some("drained") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+    });
+    assert_eq!(signalled, Ok(true));
     let later: Vec<String> = (0..4)
         .map(|_| d.submit(&spec(10.0, 1.0, 1e5, 1.0)).expect("Submit"))
         .collect();
