@@ -56,6 +56,12 @@ impl Clocks {
         core: 1.0,
         mem: 1.0,
     };
+
+    /// The voltage the DVFS model implies for the core clock, normalised:
+    /// V = 2(fc - 0.5)^2 + 0.5 (formats.md §6).
+    pub fn voltage(&self) -> f64 {
+        2.0 * (self.core - 0.5).powi(2) + 0.5
+    }
 }
 
 /// The normalised clocks a device accepts (1.0 = its default clocks): the
@@ -107,7 +113,7 @@ impl PowerModel {
     /// Power (W) at `clocks`, the voltage implied by the core clock
     /// (V = 2(fc - 0.5)^2 + 0.5).
     pub fn power_w(&self, clocks: Clocks) -> f64 {
-        let v = 2.0 * (clocks.core - 0.5).powi(2) + 0.5;
+        let v = clocks.voltage();
         self.p0 + self.gamma * clocks.mem + self.c * v * v * clocks.core
     }
 }

@@ -272,6 +272,30 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
         "energy",
         t.energy_j.map_or_else(|| "-".into(), units::energy),
     ));
+    if let Some(c) = &t.clocks {
+        let how = match (&c.class, c.readjusted) {
+            (Some(class), Some(true)) => format!(", {class}-prior, readjusted"),
+            (Some(class), _) => format!(", {class}-prior"),
+            _ => String::new(),
+        };
+        rows.push((
+            "clocks",
+            format!(
+                "core {} MHz, memory {} MHz (fc {:.3}, fm {:.3}, V {:.3}){how}",
+                c.core_mhz, c.mem_mhz, c.fc, c.fm, c.v
+            ),
+        ));
+        rows.push((
+            "model",
+            format!(
+                "{} at {:.1} W; at default clocks {} at {:.1} W",
+                units::duration(c.t),
+                c.p,
+                units::duration(c.default_t),
+                c.default_p
+            ),
+        ));
+    }
     let due = t.submitted + s.deadline;
     let verdict = match t.finished {
         Some(end) if t.state == TaskStatus::Succeeded && end <= due => ", met".to_string(),
@@ -382,6 +406,7 @@ mod tests {
                 requeue: true,
                 client_token: String::new(),
             },
+            clocks: None,
         }
     }
 
@@ -398,6 +423,7 @@ mod tests {
             energy_j: None,
             reason: None,
             spec: SubmitSpec::new(1.0, 0.0, 90.0, 1.0),
+            clocks: None,
         }
     }
 

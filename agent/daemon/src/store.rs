@@ -172,6 +172,19 @@ impl Store {
              CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);",
         )
         .map_err(|e| fail(e.to_string()))?;
+        // Added after the first release: a task's clocks (JSON), for stores
+        // made before it.
+        let has_clocks: bool = conn
+            .query_row(
+                "SELECT COUNT(*) > 0 FROM pragma_table_info('tasks') WHERE name = 'clocks'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| fail(e.to_string()))?;
+        if !has_clocks {
+            conn.execute_batch("ALTER TABLE tasks ADD COLUMN clocks TEXT")
+                .map_err(|e| fail(e.to_string()))?;
+        }
         let max: Option<i64> = conn
             .query_row("SELECT MAX(seq) FROM tasks", [], |r| r.get(0))
             .map_err(|e| fail(e.to_string()))?;
@@ -193,7 +206,7 @@ impl Store {
     pub fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT id, state, owner_uid, devices, submitted, started, finished,
-                    exit_code, energy_j, reason, spec FROM tasks ORDER BY seq",
+                    exit_code, energy_j, reason, spec, clocks FROM tasks ORDER BY seq",
         )?;
         let mut rows = stmt.query([])?;
         let mut tasks = Vec::new();
@@ -208,6 +221,11 @@ impl Store {
                 .map_err(|e| corrupt(format!("devices: {e}")))?;
             let spec = serde_json::from_str(&r.get::<_, String>(10)?)
                 .map_err(|e| corrupt(format!("spec: {e}")))?;
+            let clocks = r
+                .get::<_, Option<String>>(11)?
+                .map(|c| serde_json::from_str(&c))
+                .transpose()
+                .map_err(|e| corrupt(format!("clocks: {e}")))?;
             tasks.push(TaskInfo {
                 state,
                 owner_uid: r.get(2)?,
@@ -220,6 +238,7 @@ impl Store {
                 reason: r.get(9)?,
                 spec,
                 id,
+                clocks,
             });
         }
         Ok(tasks)
@@ -267,12 +286,12 @@ impl Store {
         {
             let mut put = tx.prepare_cached(
                 "INSERT INTO tasks (seq, id, state, owner_uid, devices, submitted, started,
-                                    finished, exit_code, energy_j, reason, spec)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                                    finished, exit_code, energy_j, reason, spec, clocks)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                  ON CONFLICT(id) DO UPDATE SET state = excluded.state, devices = excluded.devices,
                      started = excluded.started, finished = excluded.finished,
                      exit_code = excluded.exit_code, energy_j = excluded.energy_j,
-                     reason = excluded.reason",
+                     reason = excluded.reason, clocks = excluded.clocks",
             )?;
             for op in ops {
                 match op {
@@ -297,6 +316,10 @@ impl Store {
                             t.energy_j,
                             t.reason,
                             serde_json::to_string(&t.spec).expect("a spec serialises"),
+                            t.clocks
+                                .as_ref()
+                                .map(|c| serde_json::to_string(c)
+                                    .expect("numbers and words serialise")),
                         ])?;
                     }
                     Op::SetMeta(key, value) => {
@@ -354,6 +377,7 @@ mod tests {
             energy_j: None,
             reason: None,
             spec: SubmitSpec::new(1.0, 2.0, 3.0, 4.0),
+            clocks: None,
         }
     }
 
@@ -376,6 +400,19 @@ mod tests {
         done.finished = Some(102.5);
         done.exit_code = Some(0);
         done.energy_j = Some(12.5);
+        done.clocks = Some(gpu_agent_dbus::TaskClocks {
+            core_mhz: 735,
+            mem_mhz: 1215,
+            v: 0.56,
+            fc: 0.67,
+            fm: 1.0,
+            t: 1.5,
+            p: 180.0,
+            default_t: 1.0,
+            default_p: 400.0,
+            class: Some("energy".into()),
+            readjusted: Some(false),
+        });
         store.commit(&[Op::put(done.clone())]).unwrap();
         drop(store);
 

@@ -21,8 +21,8 @@ pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
 pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, ParamValue};
 pub use task::{
-    Dict, SubmitSpec, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S,
-    REDACTED,
+    Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN,
+    CLIENT_TOKEN_RETENTION_S, REDACTED,
 };
 
 /// The daemon's well-known bus name.

@@ -371,6 +371,103 @@ pub struct TaskInfo {
     pub reason: Option<String>,
     /// What was submitted.
     pub spec: SubmitSpec,
+    /// The clocks it ran at and what the DVFS model makes of them, once it
+    /// started (dvfs-energy.md §6).
+    pub clocks: Option<TaskClocks>,
+}
+
+/// The clocks a task ran at, on its first device, and the DVFS model's time
+/// and power there and at default clocks (dvfs-energy.md §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskClocks {
+    /// Core clock set, MHz.
+    pub core_mhz: u32,
+    /// Memory clock set, MHz.
+    pub mem_mhz: u32,
+    /// The voltage the model implies, normalised (V̂).
+    pub v: f64,
+    /// Core clock, normalised to the device's default (fĉ).
+    pub fc: f64,
+    /// Memory clock, normalised (fm̂).
+    pub fm: f64,
+    /// Modelled run time at these clocks, model seconds (t̂).
+    pub t: f64,
+    /// Modelled power at these clocks, W (P̂).
+    pub p: f64,
+    /// Modelled run time at default clocks, model seconds (t*).
+    pub default_t: f64,
+    /// Modelled power at default clocks, W (P*).
+    pub default_p: f64,
+    /// `energy` or `deadline`, where the policy said.
+    pub class: Option<String>,
+    /// Whether its clocks were readjusted, where the policy said.
+    pub readjusted: Option<bool>,
+}
+
+impl TaskClocks {
+    fn insert_into(&self, d: &mut Dict) {
+        d.insert("core_mhz".into(), owned(self.core_mhz));
+        d.insert("mem_mhz".into(), owned(self.mem_mhz));
+        for (k, v) in [
+            ("v", self.v),
+            ("fc", self.fc),
+            ("fm", self.fm),
+            ("t", self.t),
+            ("p", self.p),
+            ("default_t", self.default_t),
+            ("default_p", self.default_p),
+        ] {
+            d.insert(k.into(), owned(v));
+        }
+        if let Some(c) = &self.class {
+            d.insert("class".into(), owned(c.as_str()));
+        }
+        if let Some(r) = self.readjusted {
+            d.insert("readjusted".into(), owned(r));
+        }
+    }
+
+    /// Reads them from a task dictionary: `None` without `core_mhz` (not
+    /// started, or a daemon that does not send them).
+    fn from_dict(dict: &Dict) -> Result<Option<TaskClocks>, String> {
+        if !dict.contains_key("core_mhz") {
+            return Ok(None);
+        }
+        let wrong = |key: &str| format!("task dictionary: {key:?} has the wrong type");
+        let num = |key: &str| -> Result<f64, String> {
+            dict.get(key)
+                .ok_or_else(|| format!("task dictionary without {key:?}"))
+                .and_then(|v| f64::try_from(&**v).map_err(|_| wrong(key)))
+        };
+        let mhz = |key: &str| -> Result<u32, String> {
+            dict.get(key)
+                .ok_or_else(|| format!("task dictionary without {key:?}"))
+                .and_then(|v| u32::try_from(&**v).map_err(|_| wrong(key)))
+        };
+        Ok(Some(TaskClocks {
+            core_mhz: mhz("core_mhz")?,
+            mem_mhz: mhz("mem_mhz")?,
+            v: num("v")?,
+            fc: num("fc")?,
+            fm: num("fm")?,
+            t: num("t")?,
+            p: num("p")?,
+            default_t: num("default_t")?,
+            default_p: num("default_p")?,
+            class: dict
+                .get("class")
+                .map(|v| {
+                    <&str>::try_from(&**v)
+                        .map(str::to_string)
+                        .map_err(|_| wrong("class"))
+                })
+                .transpose()?,
+            readjusted: dict
+                .get("readjusted")
+                .map(|v| bool::try_from(&**v).map_err(|_| wrong("readjusted")))
+                .transpose()?,
+        }))
+    }
 }
 
 /// What callers other than a task's owner, an admin or root see in place of
@@ -416,6 +513,9 @@ impl TaskInfo {
         }
         if let Some(r) = &self.reason {
             d.insert("reason".into(), owned(r.as_str()));
+        }
+        if let Some(c) = &self.clocks {
+            c.insert_into(&mut d);
         }
         d
     }
@@ -464,6 +564,7 @@ impl TaskInfo {
                         .map_err(|_| wrong("reason"))
                 })
                 .transpose()?,
+            clocks: TaskClocks::from_dict(dict)?,
             spec,
         })
     }

@@ -103,6 +103,19 @@ fn task_info_round_trips() {
         energy_j: Some(1234.5),
         reason: None,
         spec: full_spec(),
+        clocks: Some(crate::TaskClocks {
+            core_mhz: 735,
+            mem_mhz: 1215,
+            v: 0.56,
+            fc: 0.67,
+            fm: 1.0,
+            t: 1.5,
+            p: 180.0,
+            default_t: 1.0,
+            default_p: 400.0,
+            class: Some("deadline".into()),
+            readjusted: Some(true),
+        }),
     };
     assert_eq!(TaskInfo::from_dict(&info.to_dict()).unwrap(), info);
     let queued = TaskInfo {
@@ -114,6 +127,7 @@ fn task_info_round_trips() {
         energy_j: None,
         reason: Some("why".into()),
         spec: SubmitSpec::new(1.0, 0.0, 1.0, 1.0),
+        clocks: None,
         ..info
     };
     let d = queued.to_dict();
@@ -141,6 +155,7 @@ fn redaction_keeps_keys_and_the_program_only() {
             ]),
             ..full_spec()
         },
+        clocks: None,
     };
     let shown = info.clone().redacted();
     assert_eq!(

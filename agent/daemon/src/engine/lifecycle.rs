@@ -8,8 +8,9 @@ use super::{Effect, Engine, How, Notice, Request, Round, Running};
 use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
 use gpu_agent_backend::ClockRange;
+use gpu_agent_core::apps::power_w;
 use gpu_agent_core::{Action, Input};
-use gpu_agent_dbus::{TaskInfo, TaskStatus};
+use gpu_agent_dbus::{TaskClocks, TaskInfo, TaskStatus};
 
 /// The controls the daemon sets, as recorded in the store.
 const LOCKED_CORE: &str = "locked_core_clocks";
@@ -36,6 +37,24 @@ impl Engine {
                     info.state = TaskStatus::Running;
                     info.devices = devices.clone();
                     info.started = Some(now);
+                    info.clocks = self.devices.get(devices[0] as usize).map(|d| {
+                        let app = &self.core.task(task).app;
+                        let (core_mhz, mem_mhz) = d.model.clocks_mhz(clocks);
+                        let dvfs = self.core.dvfs(task);
+                        TaskClocks {
+                            core_mhz,
+                            mem_mhz,
+                            v: clocks.voltage(),
+                            fc: clocks.core,
+                            fm: clocks.mem,
+                            t: runtime,
+                            p: power_w(app, d.model, clocks),
+                            default_t: runtime / app.time_factor(clocks),
+                            default_p: power_w(app, d.model, Clocks::DEFAULT),
+                            class: dvfs.map(|(c, _)| c.name().to_string()),
+                            readjusted: dvfs.map(|(_, r)| r),
+                        }
+                    });
                     let how = if info.spec.command.is_empty() {
                         How::Modelled
                     } else {
@@ -200,6 +219,7 @@ impl Engine {
             exit_code: None,
             energy_j: None,
             reason: None,
+            clocks: None,
             ..info.clone()
         };
         let info = info.clone();
@@ -327,6 +347,7 @@ impl Engine {
                     devices: Vec::new(),
                     started: None,
                     exit_code: None,
+                    clocks: None,
                     ..info
                 };
                 round.ops.push(Op::put(info.clone()));

@@ -251,6 +251,7 @@ impl Engine {
                 energy_j: None,
                 reason: None,
                 spec,
+                clocks: None,
             },
             reply,
         })
@@ -512,16 +513,31 @@ impl Engine {
         let model = |unix: f64| (unix - origin) * scale;
         let mut busy_s = vec![0.0; self.devices.len()];
         let mut busy_j = 0.0;
+        // The no-DVFS baseline (formats.md §4): each task re-evaluated at
+        // default clocks, its measured energy scaled by the model's E*/Ê and
+        // its run time by t*/t̂.
+        let mut default_busy_s = vec![0.0; self.devices.len()];
+        let mut default_busy_j = 0.0;
         let done: Vec<Completed> = ran
             .iter()
             .map(|&(t, started, finished)| {
                 let (start, end) = (model(started), model(finished));
+                let (energy, time) = match &t.clocks {
+                    Some(c) if c.t > 0.0 && c.p > 0.0 => {
+                        (c.default_p * c.default_t / (c.p * c.t), c.default_t / c.t)
+                    }
+                    _ => (1.0, 1.0),
+                };
                 for &d in &t.devices {
                     if let Some(b) = busy_s.get_mut(d as usize) {
                         *b += end - start;
                     }
+                    if let Some(b) = default_busy_s.get_mut(d as usize) {
+                        *b += (end - start) * time;
+                    }
                 }
                 busy_j += t.energy_j.unwrap_or(0.0);
+                default_busy_j += t.energy_j.unwrap_or(0.0) * energy;
                 Completed {
                     arrival: model(t.submitted),
                     deadline: model(t.submitted) + t.spec.deadline,
@@ -533,13 +549,23 @@ impl Engine {
             })
             .collect();
         let devices = &self.devices;
-        Metrics::compute(
+        let mut span = (0.0, 0.0);
+        let mut metrics = Metrics::compute(
             self.core.policy_name(),
             ran.len() + rejected.len(),
             rejected,
             &done,
             devices.len(),
-            |from, to| energy_with_idle(devices, &busy_s, busy_j, from, to),
-        )
+            |from, to| {
+                span = (from, to);
+                energy_with_idle(devices, &busy_s, busy_j, from, to)
+            },
+        );
+        if !done.is_empty() {
+            let baseline =
+                energy_with_idle(devices, &default_busy_s, default_busy_j, span.0, span.1);
+            metrics.set_baseline(baseline.total());
+        }
+        metrics
     }
 }

@@ -121,6 +121,7 @@ mod tests {
             energy_j: None,
             reason: None,
             spec: SubmitSpec::new(1.0, 1.0, 1.0, 1.0),
+            clocks: None,
         }
     }
 

@@ -78,6 +78,7 @@ mod tests {
             energy_j: None,
             reason: None,
             spec,
+            clocks: None,
         }
     }
 
