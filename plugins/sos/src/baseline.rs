@@ -221,3 +221,33 @@ impl PolicyImpl for Baseline {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_rounding_agrees_with_libm() {
+        // Halves, their neighbours, the clamps and a dense grid.
+        let mut xs: Vec<f64> = (-600..=600).map(|i| f64::from(i) * 0.5).collect();
+        for &x in &xs.clone() {
+            xs.extend([x.next_up(), x.next_down(), x + 1e-9, x - 1e-9]);
+        }
+        xs.extend((0..100_000).map(|i| f64::from(i) * 0.003_1 - 10.0));
+        xs.extend([0.0, -0.0, 1e300, -1e300, 0.49999999999999994]);
+        for x in xs {
+            assert_eq!(
+                round_to_u8(x),
+                x.round().clamp(0.0, 255.0) as u8,
+                "round {x}"
+            );
+            assert_eq!(
+                floor_to_u8(x),
+                x.floor().clamp(0.0, 255.0) as u8,
+                "floor {x}"
+            );
+            assert_eq!(floor_to_u64(x), x.floor().max(0.0) as u64, "floor {x}");
+            assert_eq!(ceil_to_u64(x), x.ceil().max(0.0) as u64, "ceil {x}");
+        }
+    }
+}
