@@ -13,6 +13,7 @@ mod daemon;
 mod daemon_access;
 mod daemon_bus;
 mod daemon_crash;
+mod daemon_dvfs;
 mod daemon_errors;
 mod daemon_exec;
 mod daemon_health;
