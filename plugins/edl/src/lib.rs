@@ -25,7 +25,8 @@
 //!      order after (the paper's BIN).
 //!    
 //!    Where no device takes it, the task goes to the device free first at
-//!    the device's highest clocks (a late finish counts as a miss): the
+//!    the fastest clocks of the search (Algorithm 1's readjustment grid
+//!    within the device's range; a late finish counts as a miss): the
 //!    paper's "new server" does not exist on one host.
 //! 4. The task joins the end of that device's local queue with its clocks;
 //!    the agent rounds them up to supported clocks and times the run there.
@@ -212,9 +213,9 @@ impl PolicyImpl for Edl {
                 Rule::BinPack => cands.iter().find(fits).map(|c| (*c, c.point, false)),
             };
             let (at, point, readjusted) = picked.unwrap_or_else(|| {
-                // Nothing takes it in time: the device free first, as fast as it goes.
-                let r = view.devices[spt.device].clock_range;
-                (*spt, spt.profile.at_clocks(r.core_max, r.mem_max), false)
+                // Nothing takes it in time: the device free first, at the
+                // fastest clocks of the search (within the device's range).
+                (*spt, spt.options.fastest(&spt.profile), false)
             });
             let j = at.device;
             end[j] = end[j].max(now) + point.t;

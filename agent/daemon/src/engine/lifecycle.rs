@@ -457,7 +457,12 @@ impl Engine {
                     max_mhz: mem,
                 },
             ) {
-                log::warn!("cannot lock GPU {gpu}'s memory clock at {mem} MHz: {e}");
+                match e {
+                    gpu_agent_backend::BackendError::NotSupported { .. } => log::warn!(
+                        "GPU {gpu} cannot lock its memory clock ({e}); only its core clock is locked, so the task runs at the default memory clock"
+                    ),
+                    e => log::warn!("cannot lock GPU {gpu}'s memory clock at {mem} MHz: {e}"),
+                }
             }
         }
     }
