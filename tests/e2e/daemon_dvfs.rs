@@ -99,6 +99,13 @@ fn daemon_edl_clocks_set_before_a_kill_9_are_restored_at_the_next_start() {
             .contains("restoring GPU 0 locked_core_clocks")
             .then_some(())
     });
+    // The A100 has one memory clock: only the core clock was locked, and
+    // only what was changed is restored.
+    assert!(
+        !d.stderr().contains("locked_memory_clocks"),
+        "{}",
+        d.stderr()
+    );
     // The task came back lost (no requeue) and the GPU is idle, unlocked.
     assert_eq!(
         d.wait_state(&id, TaskStatus::Lost, LIMIT).state,

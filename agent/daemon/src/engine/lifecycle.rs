@@ -73,7 +73,14 @@ impl Engine {
                             task: id.clone(),
                         });
                         if clocks_set {
-                            for control in [LOCKED_CORE, LOCKED_MEMORY] {
+                            // The memory clock is locked only when it is not
+                            // the default (set_clocks), so only then recorded.
+                            let controls: &[&str] = if clocks.mem != 1.0 {
+                                &[LOCKED_CORE, LOCKED_MEMORY]
+                            } else {
+                                &[LOCKED_CORE]
+                            };
+                            for &control in controls {
                                 round.ops.push(Op::RecordControl(ControlRecord {
                                     gpu: d,
                                     control: control.into(),
