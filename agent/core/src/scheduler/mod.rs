@@ -286,7 +286,7 @@ impl Core {
     }
 
     /// How the policy said it chose `key`'s clocks: its class and whether it
-    /// was readjusted (`None`: it said nothing).
+    /// was readjusted (`None`: it said nothing since the task was last placed).
     pub fn dvfs(&self, key: TaskKey) -> Option<(DvfsClass, bool)> {
         self.dvfs[key as usize]
     }
@@ -350,6 +350,7 @@ impl Core {
             Input::Requeue { task } => {
                 let devices = self.vacate(task);
                 self.tasks[task as usize].state = TaskState::Pending;
+                self.dvfs[task as usize] = None;
                 self.pending.insert(task);
                 for d in devices {
                     self.consult(Event::DeviceChanged { device: d }, &mut actions);
@@ -604,6 +605,8 @@ impl Core {
                 self.touch(g);
             }
             self.tasks[key as usize].state = TaskState::Pending;
+            // Placed again later, by whichever policy, with new clocks.
+            self.dvfs[key as usize] = None;
         }
         for key in returned {
             self.pending.insert(key);
