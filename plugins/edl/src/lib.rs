@@ -26,8 +26,9 @@
 //!    
 //!    Where no device takes it, the task goes to the device free first at
 //!    the fastest clocks of the search (Algorithm 1's readjustment grid
-//!    within the device's range; a late finish counts as a miss): the
-//!    paper's "new server" does not exist on one host.
+//!    within the device's range; a late finish counts as a miss), or at
+//!    default clocks with `late = default`: the paper's "new server" does
+//!    not exist on one host.
 //! 4. The task joins the end of that device's local queue with its clocks;
 //!    the agent rounds them up to supported clocks and times the run there.
 //!    A [`Decision::Dvfs`] after it tells the agent the task's class and
@@ -214,8 +215,14 @@ impl PolicyImpl for Edl {
             };
             let (at, point, readjusted) = picked.unwrap_or_else(|| {
                 // Nothing takes it in time: the device free first, at the
-                // fastest clocks of the search (within the device's range).
-                (*spt, spt.options.fastest(&spt.profile), false)
+                // fastest clocks of the search (within the device's range),
+                // or at default clocks with `late = default`.
+                let point = if self.params.late_fastest {
+                    spt.options.fastest(&spt.profile)
+                } else {
+                    spt.profile.default_point()
+                };
+                (*spt, point, false)
             });
             let j = at.device;
             end[j] = end[j].max(now) + point.t;
@@ -274,6 +281,7 @@ gpu_agent_plugin_api::export_policy! {
         params::PARAMETERS[1],
         params::PARAMETERS[2],
         params::PARAMETERS[3],
+        params::PARAMETERS[4],
     ],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(Edl::new),
 }

@@ -11,9 +11,10 @@ const RULES: &[RStr<'static>] = &[
     RStr::from_str("bin-pack"),
 ];
 const SEARCHES: &[RStr<'static>] = &[RStr::from_str("code"), RStr::from_str("paper")];
+const LATE: &[RStr<'static>] = &[RStr::from_str("fastest"), RStr::from_str("default")];
 
 /// Every parameter with its default (the defaults are parsed from here).
-pub const PARAMETERS: [ParamInfo; 4] = [
+pub const PARAMETERS: [ParamInfo; 5] = [
     ParamInfo::choice(
         "rule",
         "edl",
@@ -37,6 +38,12 @@ pub const PARAMETERS: [ParamInfo; 4] = [
         "compat",
         "false",
         "reproduce the authors' code, quirks included (a deadline-prior task keeps its late optimum); false: DVFS never makes a task miss a deadline it could meet",
+    ),
+    ParamInfo::choice(
+        "late",
+        "fastest",
+        LATE,
+        "clocks of a task no GPU takes in time: fastest (the search's fastest clocks, as the paper's model would; least lateness) or default (the default clocks; less energy, later)",
     ),
 ];
 
@@ -78,6 +85,8 @@ pub struct Params {
     /// Algorithm 1's search and compat switch (the clock ranges are the
     /// device's, set per decision).
     pub options: Options,
+    /// A task no GPU takes in time runs at the fastest clocks (else default).
+    pub late_fastest: bool,
 }
 
 impl Default for Params {
@@ -102,9 +111,11 @@ impl Params {
         let theta: f64 = value("theta")?.parse().expect("checked as a number");
         let search = Search::parse(value("search")?).expect("checked against its words");
         let compat = value("compat")? == "true";
+        let late_fastest = value("late")? == "fastest";
         Ok(Params {
             rule,
             theta,
+            late_fastest,
             options: Options {
                 search,
                 compat,
@@ -130,6 +141,8 @@ mod tests {
         let d = Params::default();
         assert_eq!((d.rule, d.theta), (Rule::Edl, 0.9));
         assert_eq!((d.options.search, d.options.compat), (Search::Code, false));
+        assert!(d.late_fastest);
+        assert!(!Params::parse(&[p("late", "default")]).unwrap().late_fastest);
         let q = Params::parse(&[
             p("rule", "lpt-ff"),
             p("theta", "1"),

@@ -206,6 +206,31 @@ fn worked_example_theta_1_runs_j3_at_the_fastest_clocks() {
     );
 }
 
+#[test]
+fn with_late_default_a_task_no_gpu_takes_runs_at_default_clocks() {
+    let tasks = table3();
+    let devices = [device(0, 0.0, WIDE), device(1, 0.0, WIDE)];
+    let mut policy = Edl::new(
+        Params::parse(&[
+            Param {
+                key: "theta".into(),
+                value: "1".into(),
+            },
+            Param {
+                key: "search".into(),
+                value: "paper".into(),
+            },
+            Param {
+                key: "late".into(),
+                value: "default".into(),
+            },
+        ])
+        .unwrap(),
+    );
+    let got = placed(&run(&mut policy, 0.0, &tasks, &devices));
+    assert_eq!((got[2].0, got[2].1, got[2].2), (2, 1, None));
+}
+
 /// Three `default`-profile tasks on two GPUs without DVFS (the default
 /// clocks only): A (4 s, d 10), B (2 s, d 5), C (3 s, d 20), keys 0, 1, 2.
 fn abc() -> (Vec<Task>, [Device<'static>; 2]) {
