@@ -176,11 +176,30 @@ fn daemon_startup_wrong_arguments_are_invalid_args() {
     invalid(&["GetTask", "ss", "t1", "t2"], "expected (s), got (ss)");
     invalid(&["Submit", "s", "x"], "expected (a{sv}), got (s)");
     invalid(&["SetPolicy", "ss", "fifo", "x"], "expected (s), got (ss)");
-    // zbus itself refuses arguments to a method without any.
+    invalid(
+        &["SetPolicyWithParameters", "s", "fifo"],
+        "expected (sa{sv}), got (s)",
+    );
+    invalid(&["GetMigLayout", "s", "0"], "expected (u), got (s)");
+    invalid(&["SetDeviceOnline", "u", "0"], "expected (ub), got (u)");
+    // Methods without arguments take none.
     for method in ["ListPolicies", "Metrics", "Reload"] {
-        let out = d.busctl(&["call", AGENT[0], AGENT[1], AGENT[2], method, "s", "x"]);
-        assert!(!out.status.success(), "{method} took an argument");
+        invalid(&[method, "s", "x"], "expected (), got (s)");
     }
+    // The mock's control interface is checked the same way.
+    let out = d.busctl(&[
+        "call",
+        AGENT[0],
+        AGENT[1],
+        "org.gpuagent.Mock1",
+        "Repair",
+        "s",
+        "0",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Call failed: expected (u), got (s)\n"
+    );
     // The error's name, as a client library sees it.
     let conn = d.conn().clone();
     let got = d.block_on(async move {
@@ -201,8 +220,10 @@ fn daemon_startup_wrong_arguments_are_invalid_args() {
         )
     );
     // Right arguments still work.
-    let out = d.busctl(&["call", AGENT[0], AGENT[1], AGENT[2], "ListPolicies"]);
-    assert!(out.status.success());
+    for call in [&["ListPolicies"][..], &["GetMigLayout", "u", "0"]] {
+        let out = d.busctl(&[&["call", AGENT[0], AGENT[1], AGENT[2]], call].concat());
+        assert!(out.status.success(), "{call:?}: {out:?}");
+    }
 }
 
 /// The systemd watchdog is pinged only while the engine thread answers its

@@ -34,7 +34,7 @@ use gpu_agent_backend::{
 };
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
-use gpu_agent_dbus::{device_path, parameters_to_dict, AGENT_PATH, BUS_NAME};
+use gpu_agent_dbus::{device_path, parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
 use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
 use mig::MigView;
@@ -201,7 +201,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     }
     .map_err(bus_error)?;
     let mut builder = builder
-        .serve_at(AGENT_PATH, agent)
+        .serve_at(AGENT_PATH, Strict::new(agent))
         .and_then(|b| b.serve_at(AGENT_PATH, ObjectManager))
         .map_err(bus_error)?;
     if let Some(mock) = &mock {
@@ -210,7 +210,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             devices.len() as u32,
             auth::Auth::new(nix::unistd::getuid().as_raw()),
         );
-        builder = builder.serve_at(AGENT_PATH, control).map_err(bus_error)?;
+        builder = builder
+            .serve_at(AGENT_PATH, Strict::new(control))
+            .map_err(bus_error)?;
     }
     for spec in &devices {
         let status = devices::read(&*backend, spec, String::new());
@@ -408,7 +410,7 @@ async fn pump_notices(
 ) {
     let agent = match conn
         .object_server()
-        .interface::<_, AgentService>(AGENT_PATH)
+        .interface::<_, Strict<AgentService>>(AGENT_PATH)
         .await
     {
         Ok(agent) => agent,

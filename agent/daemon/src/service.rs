@@ -14,8 +14,7 @@ use super::auth::{Auth, Roles};
 use super::engine::{Caller, Reply, Request};
 use super::mig::MigView;
 use gpu_agent_dbus::{
-    metrics_to_dict, AgentError, Arg, CallError, DeviceStatus, Dict, SubmitSpec, TaskInfo,
-    TaskStatus,
+    metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskInfo, TaskStatus,
 };
 
 /// The agent object.
@@ -75,21 +74,19 @@ impl AgentService {
     /// `Submit` itself: checks the caller and the spec, then queues.
     async fn submit_spec(
         &self,
-        spec: Arg<HashMap<String, OwnedValue>>,
+        spec: HashMap<String, OwnedValue>,
         conn: &Connection,
         header: &Header<'_>,
-    ) -> Result<String, CallError> {
-        let spec = spec.get()?;
+    ) -> Result<String, AgentError> {
         let roles = self.roles(conn, header).await?;
         roles.require_member("submit tasks")?;
         let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
-        Ok(self
-            .ask(|reply| Request::Submit {
-                owner: roles.uid,
-                spec,
-                reply,
-            })
-            .await?)
+        self.ask(|reply| Request::Submit {
+            owner: roles.uid,
+            spec,
+            reply,
+        })
+        .await
     }
 
     async fn roles(&self, conn: &Connection, header: &Header<'_>) -> Result<Roles, AgentError> {
@@ -102,10 +99,10 @@ impl AgentService {
     /// Queues a task; returns its id once it is stored.
     async fn submit(
         &self,
-        spec: Arg<HashMap<String, OwnedValue>>,
+        spec: HashMap<String, OwnedValue>,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<String, CallError> {
+    ) -> Result<String, AgentError> {
         let start = std::time::Instant::now();
         let result = self.submit_spec(spec, conn, &header).await;
         if let Some(h) = &self.submit_seconds {
@@ -117,29 +114,26 @@ impl AgentService {
     /// Cancels a queued or running task (its owner's, or any for an admin).
     async fn cancel(
         &self,
-        id: Arg<String>,
+        id: String,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<(), CallError> {
-        let id = id.get()?;
+    ) -> Result<(), AgentError> {
         let roles = self.roles(conn, &header).await?;
         roles.require_member("cancel tasks")?;
         let caller = Caller {
             uid: roles.uid,
             admin: roles.admin,
         };
-        Ok(self
-            .ask(|reply| Request::Cancel { id, caller, reply })
-            .await?)
+        self.ask(|reply| Request::Cancel { id, caller, reply })
+            .await
     }
     /// One task's dictionary (its secrets only for its owner and admins).
     async fn get_task(
         &self,
-        id: Arg<String>,
+        id: String,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<Dict, CallError> {
-        let id = id.get()?;
+    ) -> Result<Dict, AgentError> {
         let roles = self.roles(conn, &header).await?;
         let task = self.ask(|reply| Request::GetTask { id, reply }).await?;
         Ok(shown_to(roles, task).to_dict())
@@ -149,11 +143,10 @@ impl AgentService {
     /// only for their owners and admins).
     async fn list_tasks(
         &self,
-        state: Arg<String>,
+        state: String,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<Vec<Dict>, CallError> {
-        let state = state.get()?;
+    ) -> Result<Vec<Dict>, AgentError> {
         let state = match state.as_str() {
             "" => None,
             s => Some(TaskStatus::parse(s).map_err(AgentError::InvalidArgument)?),
@@ -169,32 +162,26 @@ impl AgentService {
     }
 
     /// The loaded policies: (name, description).
-    /// (The header makes zbus refuse a call with arguments.)
-    async fn list_policies(
-        &self,
-        #[zbus(header)] _header: Header<'_>,
-    ) -> Result<Vec<(String, String)>, AgentError> {
+    async fn list_policies(&self) -> Result<Vec<(String, String)>, AgentError> {
         self.ask(|reply| Request::ListPolicies { reply }).await
     }
 
     /// Makes `name` the active policy; queued tasks move to it.
     async fn set_policy(
         &self,
-        name: Arg<String>,
+        name: String,
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
-    ) -> Result<(), CallError> {
-        let name = name.get()?;
+    ) -> Result<(), AgentError> {
         self.roles(conn, &header)
             .await?
             .require_admin("change the policy")?;
-        Ok(self
-            .ask(|reply| Request::SetPolicy {
-                name,
-                params: HashMap::new(),
-                reply,
-            })
-            .await?)
+        self.ask(|reply| Request::SetPolicy {
+            name,
+            params: HashMap::new(),
+            reply,
+        })
+        .await
     }
 
     /// Makes `name` the active policy, built with `params` over its
@@ -219,11 +206,9 @@ impl AgentService {
 
     /// A loaded policy: its description and parameters (types, defaults,
     /// ranges, descriptions, and the values in use when it is active).
-    async fn describe_policy(&self, name: Arg<String>) -> Result<Dict, CallError> {
-        let name = name.get()?;
-        Ok(self
-            .ask(|reply| Request::DescribePolicy { name, reply })
-            .await?)
+    async fn describe_policy(&self, name: String) -> Result<Dict, AgentError> {
+        self.ask(|reply| Request::DescribePolicy { name, reply })
+            .await
     }
 
     /// Reads the configuration file again and re-scans the plugin directory;
@@ -240,8 +225,7 @@ impl AgentService {
     }
 
     /// formats.md §4 metrics over the finished tasks.
-    /// (The header makes zbus refuse a call with arguments.)
-    async fn metrics(&self, #[zbus(header)] _header: Header<'_>) -> Result<Dict, AgentError> {
+    async fn metrics(&self) -> Result<Dict, AgentError> {
         Ok(metrics_to_dict(
             &self.ask(|reply| Request::Metrics { reply }).await?,
         ))

@@ -5,21 +5,21 @@
 //! cannot disagree on a key or a type. `gpuctl` knows nothing else of D-Bus.
 //! [`private_bus`] starts a bus of its own, for the demo and the tests.
 
-mod args;
 mod device;
 mod metrics;
 mod mig;
 mod params;
 pub mod private_bus;
+mod strict;
 mod task;
 
 use zbus::{proxy, zvariant::OwnedValue};
 
-pub use args::{Arg, CallError};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
 pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, ParamValue};
+pub use strict::Strict;
 pub use task::{
     Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN,
     CLIENT_TOKEN_RETENTION_S, REDACTED,
