@@ -124,3 +124,121 @@ fn the_agent_rule_misses_no_deadline_in_the_paper_experiment() {
     let usage = failure(&gpuctl(&["dvfs", "paper", "--algo", "bin"]));
     assert_eq!(usage, "gpuctl: error: --algo bin: online only\n");
 }
+
+/// `gpuctl trace gen dvfs-paper` and `gpuctl simulate` on its files give
+/// exactly `gpuctl dvfs paper`'s energy on the same seed (one slot = 1 s).
+#[test]
+fn simulate_on_generated_files_agrees_with_dvfs_paper() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (host, trace, apps) = (path("h.toml"), path("t.csv"), path("a.toml"));
+    for (mode, util, l, params, paper) in [
+        (
+            "offline",
+            "0.5",
+            "4",
+            vec!["--param", "theta=1", "--param", "compat=true"],
+            vec!["--theta", "1", "--compat"],
+        ),
+        (
+            "online",
+            "0.2",
+            "16",
+            vec!["--param", "rule=bin-pack"],
+            vec!["--algo", "bin"],
+        ),
+    ] {
+        let gen = [
+            "trace",
+            "gen",
+            "dvfs-paper",
+            "--mode",
+            mode,
+            "--util",
+            util,
+            "--seed",
+            "3",
+            "--gpus-per-server",
+            l,
+            "--out-host",
+            &host,
+            "--out-trace",
+            &trace,
+            "--out-apps",
+            &apps,
+            "--json",
+        ];
+        let g: Value = serde_json::from_str(&success(&gpuctl(&gen))).unwrap();
+        assert_eq!(
+            g["servers"].as_u64(),
+            Some(2048 / l.parse::<u64>().unwrap())
+        );
+        let mut sim = vec![
+            "simulate", "--host", &host, "--trace", &trace, "--apps", &apps, "--policy", "edl",
+            "--json",
+        ];
+        sim.extend(&params);
+        let m: Value = serde_json::from_str(&success(&gpuctl(&sim))).unwrap();
+        let mut run = vec![
+            "dvfs",
+            "paper",
+            "--mode",
+            mode,
+            "--util",
+            util,
+            "--seed",
+            "3",
+            "--sets",
+            "1",
+            "--gpus-per-server",
+            l,
+            "--json",
+        ];
+        run.extend(&paper);
+        let p: Value = serde_json::from_str(&success(&gpuctl(&run))).unwrap();
+        let (d, n) = (&p["dvfs"], &p["no_dvfs"]);
+        assert_eq!(m["tasks"], p["tasks"]);
+        assert_eq!(m["energy_run_j"], d["run"], "{mode}");
+        assert_eq!(m["energy_idle_j"], d["idle"], "{mode}");
+        assert_eq!(m["energy_overhead_j"], d["overhead"], "{mode}");
+        assert_eq!(m["energy_j"], d["total"], "{mode}");
+        assert_eq!(m["energy_baseline_j"], n["total"], "{mode}");
+        assert_eq!(m["energy_saving"], p["saving"], "{mode}");
+        assert_eq!(m["dmc"].as_f64(), d["misses"].as_f64(), "{mode}");
+        assert!(d["overhead"].as_f64().unwrap() > 0.0);
+    }
+    // Bad input writes nothing.
+    let fresh = path("fresh.toml");
+    let err = failure(&gpuctl(&[
+        "trace",
+        "gen",
+        "dvfs-paper",
+        "--mode",
+        "offline",
+        "--util",
+        "0",
+        "--seed",
+        "1",
+        "--out-host",
+        &fresh,
+        "--out-trace",
+        &path("f.csv"),
+        "--out-apps",
+        &path("f2.toml"),
+    ]));
+    assert_eq!(
+        err,
+        "gpuctl: error: --util: expected a number in (0, 100], got 0\n"
+    );
+    assert!(!Path::new(&fresh).exists());
+    // The node agent's reader refuses the cluster, naming the table.
+    let err = failure(&gpuctl(&["inspect", "--mock", &host]));
+    assert!(
+        err.contains("h.toml:4: cluster: a cluster of servers is read only by `gpuctl simulate`"),
+        "{err}"
+    );
+    let err = failure(&gpuctl(&[
+        "simulate", "--host", &host, "--trace", &trace, "--apps", &apps, "--policy", "fifo",
+    ]));
+    assert!(err.contains("runs exactly one --policy edl"), "{err}");
+}

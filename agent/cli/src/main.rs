@@ -16,6 +16,7 @@ mod submit;
 mod table;
 mod tasks;
 mod trace;
+mod trace_gen;
 mod units;
 
 use std::io::{ErrorKind, Write};

@@ -6,9 +6,12 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_core::host::Host;
 use gpu_agent_core::metrics::Metrics;
+use gpu_agent_dvfs::cluster::Algo;
 use gpu_agent_loader::{Plugin, Registry};
-use gpu_agent_sim::input::{self, trace::Trace};
+use gpu_agent_sim::input::{self, host::ClusterSpec, trace::Trace};
+use gpu_agent_sim::paper_cluster::{self, Rule};
 use gpu_agent_sim::{self as sim, schedule, Outcome, SchedulingTime};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -30,6 +33,11 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// ran any task at other than default clocks (DVFS, such as edl) is replayed a
 /// second time with every GPU limited to its default clocks; that run's energy
 /// is energy_baseline_j and energy_saving = 1 - energy_j / energy_baseline_j.
+///
+/// A host with a [cluster] table (servers, idle power, sleep, turn-on energy;
+/// docs/formats.md §2, written by `gpuctl trace gen dvfs-paper`) runs the DVFS
+/// paper's cluster model instead: --policy edl only, its --param rule, theta,
+/// search and compat; energy_overhead_j counts the servers' turn-ons.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
@@ -124,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
     }
-    let host = input::host::load(&args.host)?;
+    let (host, cluster) = input::host::load_with_cluster(&args.host)?;
     let apps = match &args.apps {
         Some(path) => input::apps::load(path)?,
         None => AppLibrary::default(),
@@ -133,81 +141,10 @@ pub fn run(args: Args) -> Result<()> {
     for w in &trace.warnings {
         log::warn!("{w}");
     }
-
-    let dir = match args.plugin_dir {
-        Some(dir) => dir,
-        None => {
-            gpu_agent_loader::default_dir().context("cannot locate the running gpuctl binary")?
-        }
+    let outcomes = match &cluster {
+        Some(spec) => vec![cluster_run(&args, &host, spec, &trace)?],
+        None => replay(&args, &host, &trace)?,
     };
-    let registry = Registry::load_dir(&dir)?;
-    for failure in &registry.failures {
-        log::warn!("skipping plugin {failure}");
-    }
-    let plugins: Vec<&Plugin> = args
-        .policies
-        .iter()
-        .map(|name| registry.find(name))
-        .collect::<Result<_, _>>()?;
-    check_params(&args.params, &plugins)?;
-    // Build every policy before running any, so that a bad parameter stops everything.
-    let mut policies = Vec::new();
-    for plugin in &plugins {
-        let params: Vec<_> = args
-            .params
-            .iter()
-            .filter(|p| {
-                p.policy.as_ref().is_none_or(|name| name == plugin.name())
-                    && plugin.parameter_names().any(|k| k == p.key)
-            })
-            .map(|p| (p.key.clone(), p.value.clone()))
-            .collect();
-        let first = plugin.instantiate(&params)?;
-        policies.push((plugin, params, Some(first)));
-    }
-
-    let mut outcomes = Vec::new();
-    for (plugin, params, mut first) in policies {
-        let repeat = usize::from(args.repeat);
-        let bar = progress_bar(trace.tasks.len() * repeat, plugin.name());
-        let mut runs: Vec<Outcome> = Vec::new();
-        for run in 0..repeat {
-            let done = trace.tasks.len() * run;
-            let policy = match first.take() {
-                Some(policy) => policy,
-                None => plugin.instantiate(&params)?,
-            };
-            let outcome = sim::simulate(&host, &trace, policy, |n| {
-                if n % 1024 == 0 {
-                    bar.set_position((done + n) as u64);
-                }
-            })?;
-            if runs.first().is_some_and(|first| {
-                first.metrics != outcome.metrics || first.schedule != outcome.schedule
-            }) {
-                log::warn!(
-                    "{}: replay {} gave a different schedule than the first",
-                    plugin.name(),
-                    run + 1
-                );
-            }
-            runs.push(outcome);
-        }
-        bar.finish_and_clear();
-        let mut outcome = median_run(runs);
-        if outcome.dvfs {
-            let base = sim::simulate_without_dvfs(&host, &trace, plugin.instantiate(&params)?)?;
-            for fault in &base.faults {
-                log::warn!(
-                    "{}: its run without DVFS had a policy fault: {fault}",
-                    plugin.name()
-                );
-            }
-            outcome.metrics.set_baseline(base.metrics.energy_j);
-        }
-        outcomes.push(outcome);
-    }
-
     if let Some(path) = &args.schedule {
         schedule::write_file(&outcomes[0].schedule, path)
             .with_context(|| format!("cannot write schedule {}", path.display()))?;
@@ -251,6 +188,175 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         emit(&table.render())
     }
+}
+
+/// Replays the trace under each policy (and, for a policy that used DVFS,
+/// once more at default clocks for the baseline).
+fn replay(args: &Args, host: &Host, trace: &Trace) -> Result<Vec<Outcome>> {
+    let dir = match args.plugin_dir.clone() {
+        Some(dir) => dir,
+        None => {
+            gpu_agent_loader::default_dir().context("cannot locate the running gpuctl binary")?
+        }
+    };
+    let registry = Registry::load_dir(&dir)?;
+    for failure in &registry.failures {
+        log::warn!("skipping plugin {failure}");
+    }
+    let plugins: Vec<&Plugin> = args
+        .policies
+        .iter()
+        .map(|name| registry.find(name))
+        .collect::<Result<_, _>>()?;
+    check_params(&args.params, &plugins)?;
+    // Build every policy before running any, so that a bad parameter stops everything.
+    let mut policies = Vec::new();
+    for plugin in &plugins {
+        let params: Vec<_> = args
+            .params
+            .iter()
+            .filter(|p| {
+                p.policy.as_ref().is_none_or(|name| name == plugin.name())
+                    && plugin.parameter_names().any(|k| k == p.key)
+            })
+            .map(|p| (p.key.clone(), p.value.clone()))
+            .collect();
+        let first = plugin.instantiate(&params)?;
+        policies.push((plugin, params, Some(first)));
+    }
+
+    let mut outcomes = Vec::new();
+    for (plugin, params, mut first) in policies {
+        let repeat = usize::from(args.repeat);
+        let bar = progress_bar(trace.tasks.len() * repeat, plugin.name());
+        let mut runs: Vec<Outcome> = Vec::new();
+        for run in 0..repeat {
+            let done = trace.tasks.len() * run;
+            let policy = match first.take() {
+                Some(policy) => policy,
+                None => plugin.instantiate(&params)?,
+            };
+            let outcome = sim::simulate(host, trace, policy, |n| {
+                if n % 1024 == 0 {
+                    bar.set_position((done + n) as u64);
+                }
+            })?;
+            if runs.first().is_some_and(|first| {
+                first.metrics != outcome.metrics || first.schedule != outcome.schedule
+            }) {
+                log::warn!(
+                    "{}: replay {} gave a different schedule than the first",
+                    plugin.name(),
+                    run + 1
+                );
+            }
+            runs.push(outcome);
+        }
+        bar.finish_and_clear();
+        let mut outcome = median_run(runs);
+        if outcome.dvfs {
+            let base = sim::simulate_without_dvfs(host, trace, plugin.instantiate(&params)?)?;
+            for fault in &base.faults {
+                log::warn!(
+                    "{}: its run without DVFS had a policy fault: {fault}",
+                    plugin.name()
+                );
+            }
+            outcome.metrics.set_baseline(base.metrics.energy_j);
+        }
+        outcomes.push(outcome);
+    }
+
+    Ok(outcomes)
+}
+
+/// The parameters the cluster model takes from `--param` (edl's, with its defaults).
+const CLUSTER_PARAMS: &str = "rule (edl, edf-bf, edf-wf, lpt-ff, bin-pack), theta, search, compat";
+
+/// Runs the DVFS paper's cluster model (a host with a `[cluster]` table):
+/// policy `edl` only, its parameters from `--param`.
+fn cluster_run(args: &Args, host: &Host, spec: &ClusterSpec, trace: &Trace) -> Result<Outcome> {
+    let refuse = |what: &str| {
+        anyhow::anyhow!(
+            "{}:{}: [cluster]: the host is the DVFS paper's cluster model, which runs \
+             exactly one --policy edl and no {what}",
+            args.host.display(),
+            spec.line
+        )
+    };
+    if args.policies != ["edl"] {
+        return Err(refuse(&format!(
+            "other policy (got {})",
+            args.policies.join(", ")
+        )));
+    }
+    for (flag, given) in [
+        ("--schedule", args.schedule.is_some()),
+        ("--gantt", args.gantt.is_some()),
+        ("--repeat", args.repeat > 1),
+    ] {
+        if given {
+            return Err(refuse(flag));
+        }
+    }
+    let (mut rule, mut theta, mut options) = (
+        Rule::Algo(Algo::Edl),
+        0.9,
+        gpu_agent_dvfs::Options::default(),
+    );
+    for p in &args.params {
+        if p.policy.as_deref().is_some_and(|name| name != "edl") {
+            continue;
+        }
+        let bad =
+            |expected: &str| anyhow::anyhow!("--param {}={}: expected {expected}", p.key, p.value);
+        match p.key.as_str() {
+            "rule" => {
+                rule = match p.value.as_str() {
+                    "bin-pack" => Rule::BinPack,
+                    v => Rule::Algo(
+                        Algo::parse(v)
+                            .ok_or_else(|| bad("edl, edf-bf, edf-wf, lpt-ff or bin-pack"))?,
+                    ),
+                }
+            }
+            "theta" => {
+                theta = p
+                    .value
+                    .parse()
+                    .ok()
+                    .filter(|t: &f64| *t > 0.0 && *t <= 1.0)
+                    .ok_or_else(|| bad("a number in (0, 1]"))?
+            }
+            "search" => {
+                options.search =
+                    gpu_agent_dvfs::Search::parse(&p.value).ok_or_else(|| bad("code or paper"))?
+            }
+            "compat" => options.compat = p.value.parse().map_err(|_| bad("true or false"))?,
+            key => bail!(
+                "--param {key}: the cluster model ({}:{}) takes {CLUSTER_PARAMS}",
+                args.host.display(),
+                spec.line
+            ),
+        }
+    }
+    let tasks = paper_cluster::tasks(host, trace, &args.trace)?;
+    let started = std::time::Instant::now();
+    let weights: Vec<f64> = trace.tasks.iter().map(|t| t.spec.weight).collect();
+    let run = paper_cluster::run(host, spec, &tasks, &weights, rule, theta, options)
+        .map_err(|why| anyhow::anyhow!("{}: {why}", args.trace.display()))?;
+    let wall_s = started.elapsed().as_secs_f64();
+    Ok(Outcome {
+        metrics: run.metrics,
+        schedule: Vec::new(),
+        faults: Vec::new(),
+        scheduling: SchedulingTime {
+            wall_s,
+            policy_s: wall_s,
+            decision_points: 0,
+        },
+        dvfs: true,
+    })
 }
 
 /// The first replay, with the median scheduling times of all of them.

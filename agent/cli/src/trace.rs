@@ -19,6 +19,7 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Command {
     Import(ImportArgs),
+    Gen(crate::trace_gen::GenArgs),
 }
 
 /// Convert a public workload into a host description (formats.md §2) and a
@@ -187,7 +188,10 @@ fn sos_rules() -> String {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let Command::Import(import) = args.command;
+    let import = match args.command {
+        Command::Import(import) => import,
+        Command::Gen(gen) => return crate::trace_gen::run(gen),
+    };
     match import.format {
         Format::Alibaba(args) => {
             let options = alibaba::Options {

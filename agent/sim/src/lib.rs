@@ -7,12 +7,15 @@
 //! - [`replay`]: the simulator ([`simulate`], and [`simulate_without_dvfs`] for the no-DVFS baseline);
 //! - [`schedule`]: the schedule CSV (formats.md §3);
 //! - [`import`]: Alibaba's GPU trace and the SOS workload as a host and a trace;
+//! - [`dvfs_paper`], [`paper_cluster`]: the DVFS paper's generator, its
+//!   files, and its cluster model run on them;
 //! - [`atomic`]: files written whole or not at all.
 
 pub mod atomic;
 pub mod dvfs_paper;
 pub mod import;
 pub mod input;
+pub mod paper_cluster;
 pub mod replay;
 pub mod schedule;
 mod stopwatch;

@@ -14,6 +14,35 @@ use super::{line_of, parse_toml, read_text, InputError};
 struct RawHost {
     #[serde(default)]
     gpu: Vec<RawGpu>,
+    cluster: Option<Spanned<RawCluster>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    servers: Spanned<i64>,
+    idle_w: Option<Spanned<f64>>,
+    turn_on_j: Option<Spanned<f64>>,
+    sleep_after: Option<Spanned<i64>>,
+}
+
+/// The optional `[cluster]` table: the DVFS paper's cluster model
+/// (dvfs-energy.md §3.1, §3.4), `servers` servers each holding the host's
+/// GPUs. Read only by the simulator; the node agent is one server that never
+/// sleeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterSpec {
+    /// m: servers, each with every `[[gpu]]` device of the file.
+    pub servers: usize,
+    /// Idle power of one GPU (W); default: the model's catalogue idle power.
+    pub idle_w: f64,
+    /// Δ: energy of one server turn-on (J).
+    pub turn_on_j: f64,
+    /// ρ: seconds (slots) with no busy GPU after which a server turns off;
+    /// `None`: servers stay on once on (the offline model).
+    pub sleep_after: Option<u32>,
+    /// The line of the `[cluster]` table.
+    pub line: u64,
 }
 
 #[derive(Deserialize)]
@@ -26,13 +55,37 @@ struct RawGpu {
     cost_per_hour: Option<Spanned<f64>>,
 }
 
-/// Reads and checks a host description.
+/// Reads and checks the description of one host (the node agent's, the
+/// mock's): a `[cluster]` table is refused.
 pub fn load(path: &Path) -> Result<Host, InputError> {
     parse(path, &read_text(path)?)
 }
 
-/// Parses a host description; `path` only names it in errors.
+/// Parses the description of one host; `path` only names it in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Host, InputError> {
+    match parse_with_cluster(path, text)? {
+        (host, None) => Ok(host),
+        (_, Some(cluster)) => Err(InputError::at(
+            path,
+            Some(cluster.line),
+            Some("cluster".into()),
+            "a cluster of servers is read only by `gpuctl simulate`; \
+             a node agent runs one host that never sleeps (remove [cluster])",
+        )),
+    }
+}
+
+/// Reads a host description that may describe a cluster (the simulator).
+pub fn load_with_cluster(path: &Path) -> Result<(Host, Option<ClusterSpec>), InputError> {
+    parse_with_cluster(path, &read_text(path)?)
+}
+
+/// Parses a host description and its optional `[cluster]` table; a cluster's
+/// GPUs must all be alike (one model and speed).
+pub fn parse_with_cluster(
+    path: &Path,
+    text: &str,
+) -> Result<(Host, Option<ClusterSpec>), InputError> {
     let raw: RawHost = parse_toml(path, text)?;
     if raw.gpu.is_empty() {
         return Err(InputError::at(
@@ -115,7 +168,105 @@ pub fn parse(path: &Path, text: &str) -> Result<Host, InputError> {
             });
         }
     }
-    Ok(Host { devices })
+    let host = Host { devices };
+    let cluster = match &raw.cluster {
+        None => None,
+        Some(c) => Some(cluster(path, text, &raw, c.get_ref(), &host)?),
+    };
+    Ok((host, cluster))
+}
+
+/// Checks a `[cluster]` table against the host's devices.
+fn cluster(
+    path: &Path,
+    text: &str,
+    raw: &RawHost,
+    c: &RawCluster,
+    host: &Host,
+) -> Result<ClusterSpec, InputError> {
+    let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
+        InputError::at(
+            path,
+            Some(line_of(text, span.start)),
+            Some(key.to_string()),
+            msg,
+        )
+    };
+    let first = &host.devices[0];
+    for (i, gpu) in raw.gpu.iter().enumerate() {
+        if catalogue::lookup(gpu.model.get_ref()).map(|m| m.name) != Some(first.model.name) {
+            return Err(err(
+                gpu.model.span(),
+                &format!("gpu[{i}].model"),
+                format!(
+                    "a [cluster] server's GPUs must all be alike: {:?} differs from {:?}",
+                    gpu.model.get_ref(),
+                    first.model.name
+                ),
+            ));
+        }
+        if *gpu.speed.get_ref() != first.speed {
+            return Err(err(
+                gpu.speed.span(),
+                &format!("gpu[{i}].speed"),
+                format!(
+                    "a [cluster] server's GPUs must all be alike: speed {} differs from {}",
+                    gpu.speed.get_ref(),
+                    first.speed
+                ),
+            ));
+        }
+    }
+    let servers = match *c.servers.get_ref() {
+        n @ 1..=1_000_000 => n as usize,
+        n => {
+            return Err(err(
+                c.servers.span(),
+                "cluster.servers",
+                format!("expected an integer from 1 to 1000000, got {n}"),
+            ))
+        }
+    };
+    let at_least_zero = |v: &Spanned<f64>, key: &str| {
+        let x = *v.get_ref();
+        if x.is_finite() && x >= 0.0 {
+            Ok(x)
+        } else {
+            Err(err(
+                v.span(),
+                key,
+                format!("expected a number >= 0, got {x}"),
+            ))
+        }
+    };
+    let idle_w = match &c.idle_w {
+        Some(v) => at_least_zero(v, "cluster.idle_w")?,
+        None => first.model.idle_w,
+    };
+    let turn_on_j = match &c.turn_on_j {
+        Some(v) => at_least_zero(v, "cluster.turn_on_j")?,
+        None => 0.0,
+    };
+    let sleep_after = match &c.sleep_after {
+        None => None,
+        Some(v) => match u32::try_from(*v.get_ref()) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return Err(err(
+                    v.span(),
+                    "cluster.sleep_after",
+                    format!("expected an integer >= 0 (seconds), got {}", v.get_ref()),
+                ))
+            }
+        },
+    };
+    Ok(ClusterSpec {
+        servers,
+        idle_w,
+        turn_on_j,
+        sleep_after,
+        line: line_of(text, raw.cluster.as_ref().map_or(0, |c| c.span().start)),
+    })
 }
 
 #[cfg(test)]
@@ -174,6 +325,71 @@ mod tests {
         assert_eq!(
             parse("[[gpu]]\nmodel = \"T4\"\ncount = 0\nspeed = 1\n").unwrap_err(),
             "host.toml:3: gpu[0].count: expected an integer from 1 to 4096, got 0"
+        );
+    }
+
+    const CLUSTER: &str = "[cluster]\nservers = 128\nidle_w = 37\nturn_on_j = 200\nsleep_after = 2\n\n[[gpu]]\nmodel = \"T4\"\ncount = 16\nspeed = 1\n";
+
+    fn cluster(text: &str) -> Result<ClusterSpec, String> {
+        super::parse_with_cluster(Path::new("host.toml"), text)
+            .map(|(_, c)| c.unwrap())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_a_cluster_and_the_agent_refuses_it() {
+        let (host, c) = super::parse_with_cluster(Path::new("host.toml"), CLUSTER).unwrap();
+        assert_eq!(host.devices.len(), 16);
+        assert_eq!(
+            c,
+            Some(ClusterSpec {
+                servers: 128,
+                idle_w: 37.0,
+                turn_on_j: 200.0,
+                sleep_after: Some(2),
+                line: 1
+            })
+        );
+        // Defaults: the catalogue's idle power, no turn-on energy, no sleep.
+        let bare = cluster("[[gpu]]\nmodel = \"T4\"\nspeed = 1\n[cluster]\nservers = 2\n").unwrap();
+        assert_eq!(
+            (bare.idle_w, bare.turn_on_j, bare.sleep_after, bare.line),
+            (catalogue::lookup("T4").unwrap().idle_w, 0.0, None, 4)
+        );
+        assert_eq!(
+            parse(CLUSTER).unwrap_err(),
+            "host.toml:1: cluster: a cluster of servers is read only by `gpuctl simulate`; \
+             a node agent runs one host that never sleeps (remove [cluster])"
+        );
+    }
+
+    #[test]
+    fn cluster_errors_name_line_and_key() {
+        let bad = |from: &str, to: &str| cluster(&CLUSTER.replace(from, to)).unwrap_err();
+        assert_eq!(
+            bad("servers = 128", "servers = 0"),
+            "host.toml:2: cluster.servers: expected an integer from 1 to 1000000, got 0"
+        );
+        assert_eq!(
+            bad("idle_w = 37", "idle_w = -1"),
+            "host.toml:3: cluster.idle_w: expected a number >= 0, got -1"
+        );
+        assert_eq!(
+            bad("turn_on_j = 200", "turn_on_j = nan"),
+            "host.toml:4: cluster.turn_on_j: expected a number >= 0, got NaN"
+        );
+        assert_eq!(
+            bad("sleep_after = 2", "sleep_after = -2"),
+            "host.toml:5: cluster.sleep_after: expected an integer >= 0 (seconds), got -2"
+        );
+        assert!(bad("sleep_after", "sleep").starts_with("host.toml:5: unknown field `sleep`"));
+        assert_eq!(
+            cluster(&format!("{CLUSTER}[[gpu]]\nmodel = \"L4\"\nspeed = 1\n")).unwrap_err(),
+            "host.toml:12: gpu[1].model: a [cluster] server's GPUs must all be alike: \"L4\" differs from \"T4\""
+        );
+        assert_eq!(
+            cluster(&format!("{CLUSTER}[[gpu]]\nmodel = \"T4\"\nspeed = 2\n")).unwrap_err(),
+            "host.toml:13: gpu[1].speed: a [cluster] server's GPUs must all be alike: speed 2 differs from 1"
         );
     }
 }
