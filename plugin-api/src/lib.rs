@@ -792,6 +792,24 @@ pub fn param<'a>(params: &'a [Param], key: &str) -> Option<&'a str> {
         .map(|p| p.value.as_str())
 }
 
+/// The value of declared parameter `key` among `params` (else its default),
+/// checked against its declaration in `infos` ([`ParamInfo::check`]).
+///
+/// Panics when `key` is not declared in `infos`: a plugin reads only what it
+/// declares.
+pub fn checked_param<'a>(
+    infos: &'a [ParamInfo],
+    params: &'a [Param],
+    key: &str,
+) -> Result<&'a str, String> {
+    let info = infos
+        .iter()
+        .find(|p| p.key.as_str() == key)
+        .unwrap_or_else(|| panic!("{key}: not a declared parameter"));
+    let value = param(params, key).unwrap_or(info.default.as_str());
+    info.check(value).map(|()| value)
+}
+
 /// Exports a policy plugin's root module.
 ///
 /// ```ignore

@@ -1,7 +1,7 @@
 //! The policy's parameters: names, defaults, help and parsing.
 
 use gpu_agent_dvfs::{Options, Search};
-use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, checked_param, Param, ParamInfo};
 
 const RULES: &[RStr<'static>] = &[
     RStr::from_str("edl"),
@@ -99,14 +99,7 @@ impl Params {
     /// Reads `params`, taking each absent one's default; a bad value is an
     /// error naming the parameter and what it expected.
     pub fn parse(params: &[Param]) -> Result<Params, String> {
-        let value = |key: &str| {
-            let info = PARAMETERS
-                .iter()
-                .find(|p| p.key.as_str() == key)
-                .expect("a declared parameter");
-            let v = param(params, key).unwrap_or(info.default.as_str());
-            info.check(v).map(|()| v)
-        };
+        let value = |key: &str| checked_param(&PARAMETERS, params, key);
         let rule = Rule::parse(value("rule")?).expect("checked against its words");
         let theta: f64 = value("theta")?.parse().expect("checked as a number");
         let search = Search::parse(value("search")?).expect("checked against its words");

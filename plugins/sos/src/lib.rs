@@ -80,7 +80,7 @@ use std::collections::BTreeMap;
 
 use gpu_agent_plugin_api::{
     abi_stable::std_types::{ROption, RStr},
-    param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
+    checked_param, param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
 };
 
 pub use baseline::Baseline;
@@ -357,14 +357,7 @@ impl SosPolicy {
     /// A policy from plugin parameters (see [`INFO`]).
     pub fn from_params(params: &[Param]) -> Result<SosPolicy, String> {
         let paper = Sos::from_params(params)?;
-        let value = |key: &str| {
-            let info = INFO
-                .iter()
-                .find(|p| p.key.as_str() == key)
-                .expect("a declared parameter");
-            let v = param(params, key).unwrap_or(info.default.as_str());
-            info.check(v).map(|()| v)
-        };
+        let value = |key: &str| checked_param(&INFO, params, key);
         match value("model")? {
             "paper" => Ok(SosPolicy::Paper(paper)),
             _ => {
