@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use gpu_agent_dbus::{TaskInfo, TaskStatus};
 
-use crate::daemon::{gpuctl, spec, wait_for, Daemon};
+use crate::daemon::{gpuctl, spec, wait_for, Daemon, Settings};
 use crate::harness::{artefacts, success, EDL};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -114,4 +114,130 @@ fn daemon_edl_clocks_set_before_a_kill_9_are_restored_at_the_next_start() {
     wait_for("an idle, unlocked GPU", LIMIT, || {
         (core_clock(&d, 0) == idle).then_some(())
     });
+}
+
+/// `idle_clocks = "min"` on the example host under `edl`: each idle GPU's
+/// clocks are locked at their lowest (core and memory on the A100s, the
+/// core only on the V100 and T4, which cannot lock memory clocks); a task's
+/// clocks replace the lock while it runs and the lock returns after it; a
+/// drained GPU is unlocked; a stop undoes every lock, and a kill -9 leaves records that the next start
+/// restores. (An idle mock GPU reads its lowest clock locked or not, so the
+/// log shows the locks.)
+#[test]
+fn daemon_idle_clocks_min_locks_idle_gpus_and_restores_them_on_stop_and_after_a_kill_9() {
+    let mut d = Daemon::start_with(Settings {
+        config: Some("idle_clocks = \"min\"\n".into()),
+        ..Settings::default()
+    });
+    std::fs::copy(artefacts().join(EDL), d.plugin_dir().join(EDL)).expect("copy edl");
+    success(&gpuctl(&d, &["reload"]));
+    success(&gpuctl(&d, &["policy", "use", "edl"]));
+    let count = |log: &str, what: &str| log.matches(what).count();
+    let locked_0 = "GPU 0 is idle: clocks locked at their lowest";
+    let unlocked_0 = "GPU 0: undoing its idle clock lock";
+    // The A100's lowest clocks: what the idle GPU shows, and what it is locked at.
+    let lowest = core_clock(&d, 0);
+    let log = d.stderr();
+    assert!(
+        log.contains(&format!("{locked_0}, core {lowest} MHz, memory 1215 MHz")),
+        "{log}"
+    );
+    assert!(
+        log.contains("GPU 1 is idle: clocks locked at their lowest"),
+        "{log}"
+    );
+    for gpu in [2, 3] {
+        assert_eq!(
+            count(&log, &format!("GPU {gpu} cannot lock its memory clock")),
+            1,
+            "said once: {log}"
+        );
+    }
+    assert!(!log.contains("cannot lock idle GPU"), "{log}");
+
+    // A task's own clocks replace the lock, and the lock comes back after it.
+    let id = d.submit(&spec(300.0, 1.0, 3600.0, 1.0)).expect("Submit");
+    let task = running(&d, &id);
+    assert_eq!(task.devices, [0]);
+    let clocks = task.clocks.clone().expect("the clocks it runs at");
+    assert!(u64::from(clocks.core_mhz) > lowest, "{clocks:?}");
+    wait_for("the task's core clock", LIMIT, || {
+        (core_clock(&d, 0) == u64::from(clocks.core_mhz)).then_some(())
+    });
+    assert_eq!(count(&d.stderr(), unlocked_0), 1, "{}", d.stderr());
+    d.wait_state(&id, TaskStatus::Succeeded, LIMIT);
+    wait_for("the idle lock again", LIMIT, || {
+        (count(&d.stderr(), locked_0) == 2).then_some(())
+    });
+    wait_for("the lowest clock again", LIMIT, || {
+        (core_clock(&d, 0) == lowest).then_some(())
+    });
+
+    // A drained GPU is not locked; back online, it is again.
+    let locked_1 = "GPU 1 is idle: clocks locked at their lowest";
+    let unlocked_1 = "GPU 1: undoing its idle clock lock";
+    success(&gpuctl(&d, &["devices", "offline", "1"]));
+    wait_for("GPU 1 unlocked when drained", LIMIT, || {
+        (count(&d.stderr(), unlocked_1) == 1).then_some(())
+    });
+    assert_eq!(count(&d.stderr(), locked_1), 1, "{}", d.stderr());
+    success(&gpuctl(&d, &["devices", "online", "1"]));
+    wait_for("GPU 1 locked when back online", LIMIT, || {
+        (count(&d.stderr(), locked_1) == 2).then_some(())
+    });
+
+    // A stop undoes every lock: the next start has nothing to restore.
+    assert!(d.terminate().success(), "{}", d.stderr());
+    let log = d.stderr();
+    assert_eq!(count(&log, unlocked_0), 2, "{log}");
+    assert_eq!(count(&log, unlocked_1), 2, "{log}");
+    for gpu in 2..4 {
+        assert_eq!(
+            count(&log, &format!("GPU {gpu}: undoing its idle clock lock")),
+            1,
+            "{log}"
+        );
+    }
+    let before = d.stderr().len();
+    d.restart();
+    wait_for("the idle lock after the restart", LIMIT, || {
+        d.stderr()[before..].contains(locked_0).then_some(())
+    });
+    let log = d.stderr()[before..].to_string();
+    assert!(!log.contains("restoring GPU"), "{log}");
+
+    // A kill -9 leaves the locks recorded; the next start restores each
+    // control, then locks the idle GPUs again.
+    d.kill9();
+    let before = d.stderr().len();
+    d.restart();
+    wait_for("the idle lock after the restore", LIMIT, || {
+        d.stderr()[before..].contains(locked_0).then_some(())
+    });
+    let log = d.stderr()[before..].to_string();
+    for gpu in 0..4 {
+        for control in ["locked_core_clocks", "locked_memory_clocks"] {
+            let restored = format!(
+                "restoring GPU {gpu} {control} (set by a previous run: lowest clocks while idle)"
+            );
+            assert!(log.contains(&restored), "{restored}: {log}");
+        }
+    }
+    assert!(
+        log.find("restoring GPU 0 locked_core_clocks") < log.find(locked_0),
+        "restored before locked again: {log}"
+    );
+
+    // A reload to "default" undoes the locks at once.
+    let config = d.config_file().expect("started with agent.toml");
+    std::fs::write(&config, "idle_clocks = \"default\"\n").expect("write agent.toml");
+    success(&gpuctl(&d, &["reload"]));
+    wait_for("the locks undone by the reload", LIMIT, || {
+        d.stderr()[before..].contains(unlocked_0).then_some(())
+    });
+    assert!(
+        d.stderr().contains("idle_clocks default;"),
+        "{}",
+        d.stderr()
+    );
 }

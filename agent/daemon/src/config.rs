@@ -26,6 +26,27 @@ pub enum Bus {
     Session,
 }
 
+/// What the daemon does with the clocks of an online GPU that runs no task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdleClocks {
+    /// Leaves them to the driver.
+    #[default]
+    Default,
+    /// Locks them at the lowest supported clocks (core, and memory where
+    /// the GPU allows it) until a task starts on it.
+    Min,
+}
+
+impl IdleClocks {
+    /// Its value as agent.toml writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleClocks::Default => "default",
+            IdleClocks::Min => "min",
+        }
+    }
+}
+
 /// The configuration, every key optional.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -47,6 +68,8 @@ pub struct Config {
     pub keep_tasks_on_stop: bool,
     /// Seconds between SIGTERM and SIGKILL when a task is cancelled.
     pub cancel_grace_s: f64,
+    /// The clocks of an idle GPU.
+    pub idle_clocks: IdleClocks,
     /// Where `/metrics` is served (Prometheus); `None`: nowhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `[policies.NAME]` tables: the parameters each policy is built with
@@ -77,6 +100,7 @@ impl Default for Config {
             apps: None,
             keep_tasks_on_stop: false,
             cancel_grace_s: 10.0,
+            idle_clocks: IdleClocks::Default,
             metrics_listen: None,
             policies: BTreeMap::new(),
         }
@@ -95,6 +119,7 @@ struct RawConfig {
     apps: Option<PathBuf>,
     keep_tasks_on_stop: Option<bool>,
     cancel_grace_s: Option<Spanned<f64>>,
+    idle_clocks: Option<Spanned<String>>,
     metrics_listen: Option<Spanned<String>>,
     policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
 }
@@ -223,8 +248,8 @@ fn key_line(path: &Path, key: &str) -> Option<u64> {
 
 impl Config {
     /// The keys a running daemon only reads at start: a change to them takes
-    /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop` and
-    /// `cancel_grace_s` take effect at `Reload`.)
+    /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop`,
+    /// `cancel_grace_s` and `idle_clocks` take effect at `Reload`.)
     pub const START_ONLY_KEYS: [&'static str; 7] = [
         "policy",
         "state_dir",
@@ -341,6 +366,24 @@ impl Config {
                 .map(|v| number(v, "cancel_grace_s", true))
                 .transpose()?
                 .unwrap_or(d.cancel_grace_s),
+            idle_clocks: raw
+                .idle_clocks
+                .map(|v| {
+                    let value = v.get_ref().as_str();
+                    [IdleClocks::Default, IdleClocks::Min]
+                        .into_iter()
+                        .find(|c| c.name() == value)
+                        .ok_or_else(|| {
+                            InputError::at(
+                                path,
+                                Some(line_of(text, v.span().start)),
+                                Some("idle_clocks".into()),
+                                format!("expected \"default\" or \"min\", got {value:?}"),
+                            )
+                        })
+                })
+                .transpose()?
+                .unwrap_or(d.idle_clocks),
             policies,
         })
     }
@@ -355,7 +398,7 @@ mod tests {
         let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
                     mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
                     keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n\
-                    [policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
+                    idle_clocks = \"min\"\n[policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
         let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
         assert_eq!(
             c,
@@ -369,6 +412,7 @@ mod tests {
                 apps: Some("/etc/apps.toml".into()),
                 keep_tasks_on_stop: true,
                 cancel_grace_s: 0.0,
+                idle_clocks: IdleClocks::Min,
                 metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
                 policies: [(
                     "sa-greedy".to_string(),
@@ -376,12 +420,12 @@ mod tests {
                         Setting {
                             key: "budget_ms".into(),
                             value: ParamValue::Int(50),
-                            line: 12,
+                            line: 13,
                         },
                         Setting {
                             key: "t0".into(),
                             value: ParamValue::Str("auto".into()),
-                            line: 13,
+                            line: 14,
                         },
                     ]
                 )]
@@ -541,6 +585,7 @@ mod tests {
         assert_eq!(example.time_scale, d.time_scale);
         assert_eq!(example.keep_tasks_on_stop, d.keep_tasks_on_stop);
         assert_eq!(example.cancel_grace_s, d.cancel_grace_s);
+        assert_eq!(example.idle_clocks, d.idle_clocks);
         assert_eq!(
             example.plugin_dir.as_deref(),
             Some(Path::new("/usr/lib/gpu-agent/plugins"))
@@ -569,5 +614,9 @@ mod tests {
         assert!(err("polcy = \"fifo\"")
             .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
         assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));
+        assert_eq!(
+            err("\n\nidle_clocks = \"lowest\""),
+            "agent.toml:3: idle_clocks: expected \"default\" or \"min\", got \"lowest\""
+        );
     }
 }

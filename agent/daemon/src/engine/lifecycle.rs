@@ -5,9 +5,10 @@ use gpu_agent_plugin_api::{Clocks, TaskKey};
 
 use super::executor::{AtStop, Cancelled, Start};
 use super::{Effect, Engine, How, Notice, Request, Round, Running};
+use crate::config::IdleClocks;
 use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
-use gpu_agent_backend::ClockRange;
+use gpu_agent_backend::{BackendError, ClockRange, SupportedClocks};
 use gpu_agent_core::apps::power_w;
 use gpu_agent_core::{Action, Input};
 use gpu_agent_dbus::{TaskClocks, TaskInfo, TaskStatus};
@@ -15,6 +16,32 @@ use gpu_agent_dbus::{TaskClocks, TaskInfo, TaskStatus};
 /// The controls the daemon sets, as recorded in the store.
 const LOCKED_CORE: &str = "locked_core_clocks";
 const LOCKED_MEMORY: &str = "locked_memory_clocks";
+/// The ledger's value for the controls an idle lock set.
+const IDLE_LOCK: &str = "lowest clocks while idle";
+
+/// A device's idle clock lock (`idle_clocks = "min"`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct IdleLock {
+    /// Its clocks are locked at their lowest (and recorded so).
+    locked: bool,
+    /// The log said once that its memory clock cannot be locked.
+    mem_unsupported_said: bool,
+}
+
+/// Whether a device's clocks should be locked at their lowest: with
+/// `idle_clocks = "min"`, while it is online, runs no task and the daemon
+/// is not stopping.
+fn wants_idle_lock(setting: IdleClocks, online: bool, busy: bool, stopping: bool) -> bool {
+    setting == IdleClocks::Min && online && !busy && !stopping
+}
+
+/// The lowest supported (core, memory) clocks, MHz: the lowest memory
+/// clock, and the lowest core clock the GPU supports at any memory clock.
+fn lowest_clocks(supported: &[SupportedClocks]) -> Option<(u32, u32)> {
+    let mem = supported.iter().map(|s| s.mem_mhz).min()?;
+    let core = supported.iter().flat_map(|s| s.core_mhz.iter()).min()?;
+    Some((*core, mem))
+}
 
 impl Engine {
     /// Carries out the core's actions as part of `round`.
@@ -72,6 +99,9 @@ impl Engine {
                             device: d,
                             task: id.clone(),
                         });
+                        // The task's clocks (or the default) replace the
+                        // idle lock.
+                        self.unlock_idle(d, round);
                         if clocks_set {
                             // The memory clock is locked only when it is not
                             // the default (set_clocks), so only then recorded.
@@ -407,6 +437,102 @@ impl Engine {
                     self.reset_control(gpu, control);
                 }
             }
+            Effect::LockLowest(gpu) => self.lock_lowest(gpu),
+        }
+    }
+
+    /// Locks the idle online GPUs' clocks at their lowest and undoes the
+    /// locks of GPUs no longer idle, online or wanted so (`idle_clocks`,
+    /// a stop); run at the end of every round. A task's start undoes the
+    /// lock on its GPUs itself, before its own clocks are set.
+    pub(super) fn idle_clocks(&mut self, round: &mut Round) {
+        let mut busy = vec![false; self.idle.len()];
+        for key in self.running.keys() {
+            for &d in self.tasks.get(*key).map_or(&[][..], |t| &t.devices) {
+                if let Some(b) = busy.get_mut(d as usize) {
+                    *b = true;
+                }
+            }
+        }
+        for (d, &busy) in busy.iter().enumerate() {
+            let online = self.health.get(d).is_some_and(|h| h == super::HEALTH_OK);
+            let want = wants_idle_lock(self.config.idle_clocks, online, busy, self.stopping);
+            let gpu = d as u32;
+            if want && !self.idle[d].locked {
+                self.idle[d].locked = true;
+                for control in [LOCKED_CORE, LOCKED_MEMORY] {
+                    round.ops.push(Op::RecordControl(ControlRecord {
+                        gpu,
+                        control: control.into(),
+                        value: IDLE_LOCK.into(),
+                    }));
+                }
+                round.effects.push(Effect::LockLowest(gpu));
+            } else if !want {
+                self.unlock_idle(gpu, round);
+            }
+        }
+    }
+
+    /// Undoes GPU `gpu`'s idle lock, if it has one.
+    fn unlock_idle(&mut self, gpu: u32, round: &mut Round) {
+        let Some(lock) = self.idle.get_mut(gpu as usize).filter(|l| l.locked) else {
+            return;
+        };
+        lock.locked = false;
+        log::info!("GPU {gpu}: undoing its idle clock lock");
+        round.effects.push(Effect::ResetClocks(gpu));
+        for control in [LOCKED_CORE, LOCKED_MEMORY] {
+            round.ops.push(Op::ClearControl {
+                gpu,
+                control: control.into(),
+            });
+        }
+    }
+
+    /// Locks GPU `gpu`'s clocks at the lowest it supports (best effort);
+    /// a GPU that cannot lock its memory clock gets its core clock locked,
+    /// and the log says so once.
+    fn lock_lowest(&mut self, gpu: u32) {
+        let lowest = self
+            .backend
+            .supported_clocks(gpu)
+            .map(|s| lowest_clocks(&s));
+        let (core, mem) = match lowest {
+            Ok(Some(lowest)) => lowest,
+            Ok(None) => {
+                log::warn!(
+                    "GPU {gpu} lists no supported clocks; its idle clocks are left as they are"
+                );
+                return;
+            }
+            Err(e) => {
+                log::warn!("cannot read GPU {gpu}'s supported clocks ({e}); its idle clocks are left as they are");
+                return;
+            }
+        };
+        let at = |mhz| ClockRange {
+            min_mhz: mhz,
+            max_mhz: mhz,
+        };
+        if let Err(e) = self.backend.lock_core_clocks(gpu, at(core)) {
+            log::warn!("cannot lock idle GPU {gpu}'s core clock at {core} MHz: {e}");
+            return;
+        }
+        match self.backend.lock_memory_clocks(gpu, at(mem)) {
+            Ok(()) => log::info!(
+                "GPU {gpu} is idle: clocks locked at their lowest, core {core} MHz, memory {mem} MHz"
+            ),
+            Err(e @ BackendError::NotSupported { .. }) => {
+                let said = &mut self.idle[gpu as usize].mem_unsupported_said;
+                if !*said {
+                    *said = true;
+                    log::info!(
+                        "GPU {gpu} cannot lock its memory clock ({e}); while idle only its core clock is locked at its lowest, {core} MHz"
+                    );
+                }
+            }
+            Err(e) => log::warn!("cannot lock idle GPU {gpu}'s memory clock at {mem} MHz: {e}"),
         }
     }
 
@@ -465,7 +591,7 @@ impl Engine {
                 },
             ) {
                 match e {
-                    gpu_agent_backend::BackendError::NotSupported { .. } => log::warn!(
+                    BackendError::NotSupported { .. } => log::warn!(
                         "GPU {gpu} cannot lock its memory clock ({e}); only its core clock is locked, so the task runs at the default memory clock"
                     ),
                     e => log::warn!("cannot lock GPU {gpu}'s memory clock at {mem} MHz: {e}"),
@@ -486,8 +612,36 @@ impl Engine {
         };
         match result {
             Ok(()) => {}
-            Err(gpu_agent_backend::BackendError::NotSupported { .. }) => {}
+            Err(BackendError::NotSupported { .. }) => {}
             Err(e) => log::warn!("cannot restore GPU {gpu}'s {control}: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_online_idle_gpu_under_min_is_locked_and_never_while_stopping() {
+        use IdleClocks::{Default, Min};
+        assert!(wants_idle_lock(Min, true, false, false));
+        assert!(!wants_idle_lock(Default, true, false, false));
+        assert!(!wants_idle_lock(Min, false, false, false), "offline");
+        assert!(!wants_idle_lock(Min, true, true, false), "busy");
+        assert!(!wants_idle_lock(Min, true, false, true), "stopping");
+    }
+
+    #[test]
+    fn the_lowest_clocks_are_the_lowest_memory_and_the_lowest_core_anywhere() {
+        let at = |mem_mhz, core: &[u32]| SupportedClocks {
+            mem_mhz,
+            core_mhz: core.to_vec(),
+        };
+        let table = [at(1215, &[1410, 1395, 345]), at(405, &[900, 420])];
+        assert_eq!(lowest_clocks(&table), Some((345, 405)));
+        assert_eq!(lowest_clocks(&[at(877, &[1380, 135])]), Some((135, 877)));
+        assert_eq!(lowest_clocks(&[]), None);
+        assert_eq!(lowest_clocks(&[at(877, &[])]), None);
     }
 }

@@ -330,6 +330,8 @@ enum Effect {
     EndGroups(Vec<u32>),
     SetClocks(u32, gpu_agent_plugin_api::Clocks),
     ResetClocks(u32),
+    /// Lock an idle GPU's clocks at their lowest (`idle_clocks = "min"`).
+    LockLowest(u32),
 }
 
 /// A new task waiting for its first write.
@@ -386,6 +388,8 @@ pub struct Engine {
     /// Each device's health (`health::OK`: online).
     health: Vec<String>,
     running: HashMap<TaskKey, Running>,
+    /// Per device: its clocks locked while idle (`idle_clocks = "min"`).
+    idle: Vec<lifecycle::IdleLock>,
     exec: Executors,
     /// Policy wake-ups.
     timers: Agenda<()>,
@@ -438,7 +442,8 @@ impl Engine {
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
-        let health = health::stored(&setup.store, setup.devices.len())?;
+        let n_devices = setup.devices.len();
+        let health = health::stored(&setup.store, n_devices)?;
         let gpus = MockLoad(setup.load);
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy),
@@ -456,6 +461,7 @@ impl Engine {
             tasks: TaskTable::default(),
             health: Vec::new(),
             running: HashMap::new(),
+            idle: vec![lifecycle::IdleLock::default(); n_devices],
             exec: Executors {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
                 modelled: Modelled::new(setup.time, gpus),
@@ -610,6 +616,7 @@ impl Engine {
             }
         }
         self.note_placements(&mut round);
+        self.idle_clocks(&mut round);
         let mut ops = std::mem::take(&mut self.unsaved);
         ops.append(&mut round.ops);
         if let Err(e) = self.store.commit(&ops) {

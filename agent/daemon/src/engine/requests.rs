@@ -452,10 +452,12 @@ impl Engine {
         self.config.plugin_dir = config.plugin_dir;
         self.config.keep_tasks_on_stop = config.keep_tasks_on_stop;
         self.config.cancel_grace_s = config.cancel_grace_s;
+        self.config.idle_clocks = config.idle_clocks;
         let mut names: Vec<&str> = self.registry.plugins.iter().map(|p| p.name()).collect();
         names.sort_unstable();
         log::info!(
-            "reloaded {}: policies in {}: {}; cancel_grace_s {}, keep_tasks_on_stop {}; \
+            "reloaded {}: policies in {}: {}; cancel_grace_s {}, keep_tasks_on_stop {}, \
+             idle_clocks {}; \
              policy {} keeps running",
             self.source
                 .path()
@@ -468,6 +470,7 @@ impl Engine {
             },
             self.config.cancel_grace_s,
             self.config.keep_tasks_on_stop,
+            self.config.idle_clocks.name(),
             self.core.policy_name(),
         );
         if !pending.is_empty() {
