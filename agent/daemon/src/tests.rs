@@ -17,7 +17,7 @@ use gpu_agent_backend::{mock::MockBackend, GpuBackend};
 use gpu_agent_core::apps::AppLibrary;
 use gpu_agent_core::policy::builtin_fifo;
 use gpu_agent_dbus::{
-    metrics_from_dict, Agent1Proxy, SubmitSpec, TaskInfo, TaskStatus, AGENT_PATH, BUS_NAME,
+    metrics_from_dict, Agent1Proxy, Strict, SubmitSpec, TaskInfo, TaskStatus, AGENT_PATH, BUS_NAME,
 };
 use gpu_agent_loader::Registry;
 
@@ -87,7 +87,7 @@ async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<
         .server(Guid::generate())
         .unwrap()
         .p2p()
-        .serve_at(AGENT_PATH, agent)
+        .serve_at(AGENT_PATH, Strict::new(agent))
         .unwrap()
         .build();
     let client = connection::Builder::unix_stream(theirs).p2p().build();
