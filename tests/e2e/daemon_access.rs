@@ -337,6 +337,31 @@ fn daemon_access_member_submits_and_cancels_its_own() {
             )
         ))
     );
+    assert_eq!(
+        gdbus(
+            &d,
+            who,
+            "Adopt",
+            &["{'devices': <[uint32 1]>, 'external_id': <'slurm:1'>, 'owner_uid': <uint32 1000>, 'deadline': <4e9>}"]
+        ),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not adopt external tasks: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
+    assert_eq!(
+        gdbus(&d, who, "Release", &["t1"]),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not release external tasks: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
     let online = d.busctl_json(&[
         "get-property",
         AGENT[0],

@@ -11,6 +11,7 @@ mod baseline_rules;
 mod cli;
 mod daemon;
 mod daemon_access;
+mod daemon_adopt;
 mod daemon_bus;
 mod daemon_crash;
 mod daemon_dvfs;

@@ -1,5 +1,6 @@
 //! `gpuctl`: the gpu-agent command line.
 
+mod adopt;
 mod agent;
 mod client;
 mod clock;
@@ -43,6 +44,8 @@ enum Command {
     Tasks(tasks::ListArgs),
     Task(tasks::ShowArgs),
     Cancel(tasks::CancelArgs),
+    Adopt(adopt::AdoptArgs),
+    Release(adopt::ReleaseArgs),
     Watch(tasks::WatchArgs),
     Policy(agent::PolicyArgs),
     Reload(agent::ReloadArgs),
@@ -147,6 +150,8 @@ fn main() -> ExitCode {
         Command::Tasks(args) => tasks::list(args),
         Command::Task(args) => tasks::show(args),
         Command::Cancel(args) => tasks::cancel(args),
+        Command::Adopt(args) => adopt::adopt(args),
+        Command::Release(args) => adopt::release(args),
         Command::Watch(args) => tasks::watch(args),
         Command::Policy(args) => agent::policy(args),
         Command::Reload(args) => agent::reload(args),

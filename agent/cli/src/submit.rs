@@ -277,6 +277,7 @@ mod tests {
                 name: "train".into(),
                 requeue: true,
                 client_token: "k1".into(),
+                external_id: String::new(),
             }
         );
     }

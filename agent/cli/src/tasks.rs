@@ -405,6 +405,7 @@ mod tests {
                 name: "train".into(),
                 requeue: true,
                 client_token: String::new(),
+                external_id: String::new(),
             },
             clocks: None,
         }

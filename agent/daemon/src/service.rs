@@ -272,6 +272,37 @@ impl AgentService {
             .await
     }
 
+    /// Adopts work the agent did not place (a Slurm job) on its GPUs:
+    /// nothing else is placed there and their clocks follow the active DVFS
+    /// policy until `Release`. Returns the task id it shows under. Admins only.
+    async fn adopt(
+        &self,
+        spec: HashMap<String, OwnedValue>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<String, AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("adopt external tasks")?;
+        let spec =
+            gpu_agent_dbus::AdoptSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
+        self.ask(|reply| Request::Adopt { spec, reply }).await
+    }
+
+    /// Ends adopted task `id`: its GPUs' clocks are restored, its energy
+    /// recorded, and its GPUs take work again. Admins only.
+    async fn release(
+        &self,
+        id: String,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("release external tasks")?;
+        self.ask(|reply| Request::Release { id, reply }).await
+    }
+
     /// A task changed state.
     #[zbus(signal)]
     pub async fn task_changed(

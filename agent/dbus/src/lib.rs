@@ -5,6 +5,7 @@
 //! cannot disagree on a key or a type. `gpuctl` knows nothing else of D-Bus.
 //! [`private_bus`] starts a bus of its own, for the demo and the tests.
 
+mod adopt;
 mod device;
 mod metrics;
 mod mig;
@@ -15,6 +16,7 @@ mod task;
 
 use zbus::{proxy, zvariant::OwnedValue};
 
+pub use adopt::AdoptSpec;
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
@@ -68,6 +70,9 @@ pub enum AgentError {
     /// The GPU or the agent does not support the request (MIG on a GPU that
     /// is not MIG-capable, compute-instance profiles).
     NotSupported(String),
+    /// A device already runs something the agent cannot stop (a task of
+    /// its own, another adopted job) or is offline.
+    Busy(String),
 }
 
 /// The agent (`org.gpuagent.Agent1` on the root object).
@@ -113,6 +118,11 @@ pub trait Agent1 {
 
     /// Brings GPU `gpu` back online (after probing it), or drains it.
     fn set_device_online(&self, gpu: u32, online: bool) -> zbus::Result<()>;
+    /// Adopts work the agent did not place (see [`AdoptSpec`]); returns the
+    /// task id it shows under (admins).
+    fn adopt(&self, spec: Dict) -> zbus::Result<String>;
+    /// Ends an adopted task: its clocks are restored and its energy recorded (admins).
+    fn release(&self, id: &str) -> zbus::Result<()>;
     /// A task changed state.
     #[zbus(signal)]
     fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;

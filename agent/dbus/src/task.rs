@@ -120,6 +120,10 @@ pub struct SubmitSpec {
     /// uid within [`CLIENT_TOKEN_RETENTION_S`] answers the first task's id.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_token: String,
+    /// The outside scheduler's id of an adopted task (`Adopt`; empty for
+    /// a submitted one). Not a `Submit` key: `TaskInfo` carries it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub external_id: String,
 }
 
 /// How long the daemon remembers a `client_token`, seconds (one day).
@@ -162,6 +166,7 @@ impl SubmitSpec {
             name: String::new(),
             requeue: false,
             client_token: String::new(),
+            external_id: String::new(),
         }
     }
 
@@ -495,6 +500,9 @@ impl TaskInfo {
         // `name` is always there, even when empty.
         d.insert("name".into(), owned(self.spec.name.as_str()));
         d.insert("id".into(), owned(self.id.as_str()));
+        if !self.spec.external_id.is_empty() {
+            d.insert("external_id".into(), owned(self.spec.external_id.as_str()));
+        }
         d.insert("state".into(), owned(self.state.as_str()));
         d.insert("owner_uid".into(), owned(self.owner_uid));
         d.insert("devices".into(), owned(self.devices.clone()));
@@ -537,8 +545,13 @@ impl TaskInfo {
             .filter(|(k, _)| SPEC_KEYS.iter().any(|(s, _, _)| s == k))
             .map(|(k, v)| (k.clone(), clone(v)))
             .collect();
-        let spec =
+        let mut spec =
             SubmitSpec::from_dict(&spec_dict).map_err(|e| format!("task dictionary: {e}"))?;
+        if let Some(v) = dict.get("external_id") {
+            spec.external_id = <&str>::try_from(&**v)
+                .map_err(|_| wrong("external_id"))?
+                .to_string();
+        }
         Ok(TaskInfo {
             id: <&str>::try_from(&**get("id")?)
                 .map_err(|_| wrong("id"))?

@@ -19,6 +19,7 @@ fn full_spec() -> SubmitSpec {
         name: "train".into(),
         requeue: true,
         client_token: "retry-key-1".into(),
+        external_id: String::new(),
     }
 }
 

@@ -104,6 +104,10 @@ impl Engine {
         })?;
         log::info!("GPU {gpu} is back online (was {was})");
         self.set_health(gpu, OK.into(), round);
+        if self.is_adopted(gpu) {
+            log::info!("GPU {gpu} stays occupied by its adopted task until `Release`");
+            return Ok(());
+        }
         let now = self.time.model_now();
         let actions = self.decide(|core| core.handle(now, Input::Online { device: gpu }));
         self.apply(actions, round);

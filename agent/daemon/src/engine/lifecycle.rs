@@ -43,6 +43,41 @@ fn lowest_clocks(supported: &[SupportedClocks]) -> Option<(u32, u32)> {
     Some((*core, mem))
 }
 
+/// Records and locks GPU `gpu`'s clocks at `clocks` for task `id`, as part
+/// of `round`: the record is stored before the lock, so that a crash in
+/// between still restores it.
+pub(super) fn lock_clocks(gpu: u32, clocks: Clocks, id: &str, round: &mut Round) {
+    // The memory clock is locked only when it is not the default
+    // (set_clocks), so only then recorded.
+    let controls: &[&str] = if clocks.mem != 1.0 {
+        &[LOCKED_CORE, LOCKED_MEMORY]
+    } else {
+        &[LOCKED_CORE]
+    };
+    for &control in controls {
+        round.ops.push(Op::RecordControl(ControlRecord {
+            gpu,
+            control: control.into(),
+            value: format!(
+                "core {:.3} mem {:.3} for task {id}",
+                clocks.core, clocks.mem
+            ),
+        }));
+    }
+    round.effects.push(Effect::SetClocks(gpu, clocks));
+}
+
+/// Restores GPU `gpu`'s clocks [`lock_clocks`] locked, and clears their record.
+pub(super) fn unlock_clocks(gpu: u32, round: &mut Round) {
+    round.effects.push(Effect::ResetClocks(gpu));
+    for control in [LOCKED_CORE, LOCKED_MEMORY] {
+        round.ops.push(Op::ClearControl {
+            gpu,
+            control: control.into(),
+        });
+    }
+}
+
 impl Engine {
     /// Carries out the core's actions as part of `round`.
     pub(super) fn apply(&mut self, actions: Vec<Action>, round: &mut Round) {
@@ -103,24 +138,7 @@ impl Engine {
                         // idle lock.
                         self.unlock_idle(d, round);
                         if clocks_set {
-                            // The memory clock is locked only when it is not
-                            // the default (set_clocks), so only then recorded.
-                            let controls: &[&str] = if clocks.mem != 1.0 {
-                                &[LOCKED_CORE, LOCKED_MEMORY]
-                            } else {
-                                &[LOCKED_CORE]
-                            };
-                            for &control in controls {
-                                round.ops.push(Op::RecordControl(ControlRecord {
-                                    gpu: d,
-                                    control: control.into(),
-                                    value: format!(
-                                        "core {:.3} mem {:.3} for task {id}",
-                                        clocks.core, clocks.mem
-                                    ),
-                                }));
-                            }
-                            round.effects.push(Effect::SetClocks(d, clocks));
+                            lock_clocks(d, clocks, &id, round);
                         }
                     }
                     self.running.insert(
@@ -203,13 +221,7 @@ impl Engine {
                 task: String::new(),
             });
             if run.clocks_set {
-                round.effects.push(Effect::ResetClocks(d));
-                for control in [LOCKED_CORE, LOCKED_MEMORY] {
-                    round.ops.push(Op::ClearControl {
-                        gpu: d,
-                        control: control.into(),
-                    });
-                }
+                unlock_clocks(d, round);
             }
         }
         self.exec.of(run.how).release(key, &task, &mut round.ops);
@@ -295,6 +307,7 @@ impl Engine {
     /// Stops: refuses new work, ends or keeps the running tasks, restores the clocks.
     pub(super) fn stop(&mut self, round: &mut Round) {
         self.stopping = true;
+        self.release_all("released: gpu-agentd stopped", round);
         let mut keys: Vec<TaskKey> = self.running.keys().copied().collect();
         keys.sort_unstable();
         let mut groups = Vec::new();
@@ -365,8 +378,13 @@ impl Engine {
         }
         let now_unix = self.time.unix_now();
         let mut waiting = Vec::new();
+        let mut adopted = Vec::new();
         for mut info in stored {
             let requeue = match info.state {
+                TaskStatus::Running if !info.spec.external_id.is_empty() => {
+                    adopted.push(info);
+                    continue;
+                }
                 TaskStatus::Queued | TaskStatus::Assigned => true,
                 TaskStatus::Running if info.spec.requeue => true,
                 TaskStatus::Running => {
@@ -397,6 +415,9 @@ impl Engine {
         }
         self.store.commit(&std::mem::take(&mut round.ops))?;
         self.restore_health(health, &mut round);
+        for info in adopted {
+            self.restore_adopted(info, &mut round);
+        }
         let now = self.time.model_now();
         for &key in &waiting {
             let Some(info) = self.tasks.get(key) else {
@@ -454,6 +475,12 @@ impl Engine {
                 }
             }
         }
+        // An adopted GPU runs its job at the job's clocks.
+        for d in self.adopted_devices() {
+            if let Some(b) = busy.get_mut(d as usize) {
+                *b = true;
+            }
+        }
         for (d, &busy) in busy.iter().enumerate() {
             let online = self.health.get(d).is_some_and(|h| h == super::HEALTH_OK);
             let want = wants_idle_lock(self.config.idle_clocks, online, busy, self.stopping);
@@ -475,7 +502,7 @@ impl Engine {
     }
 
     /// Undoes GPU `gpu`'s idle lock, if it has one.
-    fn unlock_idle(&mut self, gpu: u32, round: &mut Round) {
+    pub(super) fn unlock_idle(&mut self, gpu: u32, round: &mut Round) {
         let Some(lock) = self.idle.get_mut(gpu as usize).filter(|l| l.locked) else {
             return;
         };

@@ -18,6 +18,7 @@
 //! them through one `executor::Executor` trait: `process::Processes`
 //! for tasks with a command, `modelled::Modelled` for the rest.
 
+mod adopt;
 mod executor;
 mod health;
 mod lifecycle;
@@ -157,6 +158,20 @@ pub enum Request {
         /// Online, or drained.
         online: bool,
         /// Answered once the change is stored.
+        reply: Reply<()>,
+    },
+    /// Adopt work the agent did not place (`Adopt`).
+    Adopt {
+        /// What was adopted.
+        spec: gpu_agent_dbus::AdoptSpec,
+        /// Answered with the task id once it is stored.
+        reply: Reply<String>,
+    },
+    /// End an adopted task (`Release`).
+    Release {
+        /// Its id.
+        id: String,
+        /// Answered once its end is stored.
         reply: Reply<()>,
     },
     /// A task's process could not be started (sent by the engine to itself).
@@ -390,6 +405,8 @@ pub struct Engine {
     running: HashMap<TaskKey, Running>,
     /// Per device: its clocks locked while idle (`idle_clocks = "min"`).
     idle: Vec<lifecycle::IdleLock>,
+    /// Adopted tasks, by id (`adopt.rs`).
+    adopted: HashMap<String, adopt::Adopted>,
     exec: Executors,
     /// Policy wake-ups.
     timers: Agenda<()>,
@@ -462,6 +479,7 @@ impl Engine {
             health: Vec::new(),
             running: HashMap::new(),
             idle: vec![lifecycle::IdleLock::default(); n_devices],
+            adopted: HashMap::new(),
             exec: Executors {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
                 modelled: Modelled::new(setup.time, gpus),

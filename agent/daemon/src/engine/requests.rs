@@ -52,6 +52,12 @@ impl Engine {
             Request::SetDeviceOnline { reply, .. } => {
                 round.reply(reply, Err(stopping("the device is left as it is")));
             }
+            Request::Adopt { reply, .. } => {
+                round.reply(reply, Err(stopping("nothing was adopted")));
+            }
+            Request::Release { reply, .. } => {
+                round.reply(reply, Err(stopping("the stop releases every adopted task")));
+            }
             // Answered after the first stop's effects.
             Request::Stop { reply } => round.answer(reply, ()),
             // Reads, and the ends of processes kept on a stop.
@@ -139,6 +145,14 @@ impl Engine {
             Request::DeviceEvent { event } => self.device_event(event, round),
             Request::SetDeviceOnline { gpu, online, reply } => {
                 let result = self.set_device_online(gpu, online, round);
+                round.reply(reply, result);
+            }
+            Request::Adopt { spec, reply } => {
+                let result = self.adopt(spec, round);
+                round.reply(reply, result);
+            }
+            Request::Release { id, reply } => {
+                let result = self.release(&id, round);
                 round.reply(reply, result);
             }
             Request::LaunchFailed { key, reason } => {

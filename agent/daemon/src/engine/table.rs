@@ -60,6 +60,12 @@ impl TaskTable {
         Some((&self.tasks[idx], self.keys[idx]))
     }
 
+    /// The task with id `id`, to change (its id stays as it is).
+    pub(super) fn find_mut(&mut self, id: &str) -> Option<&mut TaskInfo> {
+        let &idx = self.by_id.get(id)?;
+        Some(&mut self.tasks[idx])
+    }
+
     /// The task with core key `key`.
     pub(super) fn get(&self, key: TaskKey) -> Option<&TaskInfo> {
         let &idx = self.by_key.get(key as usize)?;

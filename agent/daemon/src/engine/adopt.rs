@@ -1,0 +1,398 @@
+//! Adopted tasks: work the agent did not place (a Slurm job), taken in with
+//! `Adopt` and ended with `Release`.
+//!
+//! An adopted task occupies its devices through the one mechanism the core
+//! has for keeping work off a device: `Input::Offline` without interrupt
+//! (nothing of the agent's runs there: `Adopt` refuses a device that runs
+//! a task with `Busy`), and `Input::Online` on `Release` when the device's
+//! health is `ok`. The core never learns of the job itself, so none of its
+//! invariants (every task it holds is queued, placed or running by its own
+//! decision) has an exception. Its clocks go through the same record-then-
+//! lock path as a task's (`lifecycle::lock_clocks`), so `Release`, a stop and
+//! the restore after a crash put them back.
+//!
+//! After a crash, an adopted task whose deadline has not passed is kept
+//! adopted and its clocks are locked again (its job most likely still runs,
+//! and the scheduler's epilog will call `Release`); one whose deadline has
+//! passed is released then (its job cannot still run inside its time limit).
+
+use gpu_agent_core::apps::{power_model, power_w, DEFAULT_APP};
+use gpu_agent_core::Input;
+use gpu_agent_dbus::{AdoptSpec, AgentError, SubmitSpec, TaskClocks, TaskInfo, TaskStatus};
+use gpu_agent_dvfs::{Options, Profile, Search};
+use gpu_agent_plugin_api::Clocks;
+
+use super::lifecycle::{lock_clocks, unlock_clocks};
+use super::{health, Engine, Notice, Round};
+use crate::policy_params;
+use crate::store::Op;
+
+/// What the engine keeps of an adopted task while it runs.
+pub(super) struct Adopted {
+    /// Each device's energy counter when it was adopted (or restored), mJ.
+    energy_at_start: Vec<Option<u64>>,
+    /// Whether its clocks were locked.
+    clocks_set: bool,
+}
+
+impl Engine {
+    /// `Adopt`: checks `spec` against this host, stores the task, occupies
+    /// its devices and locks their clocks. A retried `Adopt` of the same
+    /// external id on the same devices answers the first id.
+    pub(super) fn adopt(
+        &mut self,
+        spec: AdoptSpec,
+        round: &mut Round,
+    ) -> Result<String, AgentError> {
+        if let Some(info) = self.adopted_by_external_id(&spec.external_id) {
+            return if info.devices == spec.devices {
+                Ok(info.id.clone())
+            } else {
+                Err(AgentError::Busy(format!(
+                    "{} is already adopted as task {} on GPUs {:?}",
+                    spec.external_id, info.id, info.devices
+                )))
+            };
+        }
+        for &d in &spec.devices {
+            self.check_free(d)?;
+        }
+        if spec.app != DEFAULT_APP && self.apps.get(&spec.app).is_none() {
+            return Err(AgentError::InvalidArgument(format!(
+                "key \"app\": unknown DVFS profile {:?}; known: {}",
+                spec.app,
+                self.apps.names().join(", ")
+            )));
+        }
+        let now = self.time.unix_now();
+        let window = spec.deadline - now;
+        let mut task = SubmitSpec::new(window.max(1.0), 0.0, window.max(0.0), 1.0);
+        task.gpus = spec.devices.len() as u32;
+        task.app = spec.app.clone();
+        task.name = spec.external_id.clone();
+        task.external_id = spec.external_id.clone();
+        let info = TaskInfo {
+            id: self.store.next_id(),
+            state: TaskStatus::Running,
+            owner_uid: spec.owner_uid,
+            devices: spec.devices.clone(),
+            submitted: now,
+            started: Some(now),
+            finished: None,
+            exit_code: None,
+            energy_j: None,
+            reason: None,
+            clocks: None,
+            spec: task,
+        };
+        let id = info.id.clone();
+        log::info!(
+            "task {id}: adopted {} of uid {} on GPUs {:?} (app {}, {:.0} s to its deadline)",
+            spec.external_id,
+            spec.owner_uid,
+            spec.devices,
+            spec.app,
+            window
+        );
+        round.notice(Notice::TaskChanged {
+            id: id.clone(),
+            state: TaskStatus::Running,
+        });
+        self.occupy(info, round);
+        Ok(id)
+    }
+
+    /// `Release`: ends adopted task `id`, restoring its clocks.
+    pub(super) fn release(&mut self, id: &str, round: &mut Round) -> Result<(), AgentError> {
+        if !self.adopted.contains_key(id) {
+            return Err(match self.tasks.find(id) {
+                Some(_) => AgentError::NoSuchTask(format!(
+                    "task {id} is not an adopted task that runs (Cancel ends the agent's own tasks)"
+                )),
+                None => AgentError::NoSuchTask(format!("no task {id}")),
+            });
+        }
+        self.end_adopted(id, None, round);
+        Ok(())
+    }
+
+    /// Releases every adopted task (the daemon stops).
+    pub(super) fn release_all(&mut self, reason: &str, round: &mut Round) {
+        let mut ids: Vec<String> = self.adopted.keys().cloned().collect();
+        ids.sort();
+        for id in ids {
+            self.end_adopted(&id, Some(reason.to_string()), round);
+        }
+    }
+
+    /// Takes an adopted task stored by a previous run back: kept while its
+    /// deadline is ahead (clocks locked again), released otherwise.
+    pub(super) fn restore_adopted(&mut self, info: TaskInfo, round: &mut Round) {
+        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline;
+        let id = info.id.clone();
+        if deadline > self.time.unix_now() {
+            log::warn!(
+                "task {id} ({}) stays adopted after the restart: its deadline is ahead; its clocks are locked again",
+                info.spec.external_id
+            );
+            self.occupy(info, round);
+        } else {
+            log::warn!(
+                "task {id} ({}) is released: its deadline passed while gpu-agentd was down",
+                info.spec.external_id
+            );
+            self.tasks.insert(info);
+            self.adopted.insert(
+                id.clone(),
+                Adopted {
+                    energy_at_start: Vec::new(),
+                    clocks_set: false,
+                },
+            );
+            let reason = "released on restart: its deadline passed while gpu-agentd was down";
+            self.end_adopted(&id, Some(reason.into()), round);
+        }
+    }
+
+    /// Whether device `gpu` is adopted.
+    pub(super) fn is_adopted(&self, gpu: u32) -> bool {
+        self.adopted_devices().any(|d| d == gpu)
+    }
+
+    /// The devices of every adopted task.
+    pub(super) fn adopted_devices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.adopted
+            .keys()
+            .filter_map(|id| self.tasks.find(id))
+            .flat_map(|(t, _)| t.devices.iter().copied())
+    }
+
+    /// Refuses a device that is not this host's, or that runs something.
+    fn check_free(&self, gpu: u32) -> Result<(), AgentError> {
+        let Some(health) = self.health.get(gpu as usize) else {
+            return Err(AgentError::NoSuchDevice(format!(
+                "key \"devices\": no GPU {gpu}; this host has {}",
+                self.health.len()
+            )));
+        };
+        if let Some((task, _)) = self
+            .running
+            .keys()
+            .filter_map(|&k| self.tasks.get(k).map(|t| (t, k)))
+            .find(|(t, _)| t.devices.contains(&gpu))
+        {
+            return Err(AgentError::Busy(format!(
+                "GPU {gpu} runs task {}, which the agent does not stop for an adopted job",
+                task.id
+            )));
+        }
+        if let Some(id) = self.adopted.keys().find(|id| {
+            self.tasks
+                .find(id)
+                .is_some_and(|(t, _)| t.devices.contains(&gpu))
+        }) {
+            return Err(AgentError::Busy(format!(
+                "GPU {gpu} is adopted by task {id}"
+            )));
+        }
+        if health != health::OK {
+            return Err(AgentError::Busy(format!("GPU {gpu} is offline ({health})")));
+        }
+        Ok(())
+    }
+
+    fn adopted_by_external_id(&self, external_id: &str) -> Option<&TaskInfo> {
+        self.adopted.keys().find_map(|id| {
+            self.tasks
+                .find(id)
+                .map(|(t, _)| t)
+                .filter(|t| t.spec.external_id == external_id)
+        })
+    }
+
+    /// Occupies the devices of running adopted task `info`: stores it with
+    /// its clocks, takes its devices off the policy's hands and locks them.
+    fn occupy(&mut self, mut info: TaskInfo, round: &mut Round) {
+        let id = info.id.clone();
+        let (locked, shown) = self.adopted_clocks(&info).unzip();
+        // Default clocks are not locked: nothing to restore.
+        let locked = locked.filter(|&c| c != Clocks::DEFAULT);
+        let clocks_set = locked.is_some();
+        info.clocks = shown;
+        let energy_at_start = info
+            .devices
+            .iter()
+            .map(|&d| self.backend.energy_mj(d).ok().flatten())
+            .collect();
+        round.ops.push(Op::put(info.clone()));
+        let now = self.time.model_now();
+        for &d in &info.devices {
+            // Its clocks replace an idle lock (`idle_clocks = "min"`).
+            self.unlock_idle(d, round);
+            if let Some(c) = locked {
+                lock_clocks(d, c, &id, round);
+            }
+            round.notice(Notice::CurrentTask {
+                device: d,
+                task: id.clone(),
+            });
+            if self.health.get(d as usize).is_some_and(|h| h == health::OK) && !self.stopping {
+                let offline = Input::Offline {
+                    device: d,
+                    interrupt: false,
+                };
+                let actions = self.decide(|core| core.handle(now, offline));
+                self.apply(actions, round);
+            }
+        }
+        self.tasks.insert(info);
+        self.adopted.insert(
+            id,
+            Adopted {
+                energy_at_start,
+                clocks_set,
+            },
+        );
+    }
+
+    /// Ends adopted task `id` (succeeded; `reason` when the agent, not
+    /// `Release`, ended it): energy, clocks, and its devices back.
+    fn end_adopted(&mut self, id: &str, reason: Option<String>, round: &mut Round) {
+        let Some(run) = self.adopted.remove(id) else {
+            return;
+        };
+        let Some(info) = self.tasks.find(id).map(|(t, _)| t.clone()) else {
+            return;
+        };
+        let mut energy_mj = Some(0u64);
+        for (i, &d) in info.devices.iter().enumerate() {
+            let at_start = run.energy_at_start.get(i).copied().flatten();
+            let now = self.backend.energy_mj(d).ok().flatten();
+            energy_mj = match (energy_mj, at_start, now) {
+                (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
+                _ => None,
+            };
+            if run.clocks_set {
+                unlock_clocks(d, round);
+            }
+            round.notice(Notice::CurrentTask {
+                device: d,
+                task: String::new(),
+            });
+        }
+        let finished = TaskInfo {
+            state: TaskStatus::Succeeded,
+            finished: Some(self.time.unix_now()),
+            energy_j: energy_mj.map(|mj| mj as f64 / 1000.0),
+            reason,
+            ..info
+        };
+        log::info!(
+            "task {id} ({}) released; GPU energy {}",
+            finished.spec.external_id,
+            finished
+                .energy_j
+                .map_or("unknown".into(), |j| format!("{j:.1} J"))
+        );
+        round.notice(Notice::TaskChanged {
+            id: id.to_string(),
+            state: TaskStatus::Succeeded,
+        });
+        round.ops.push(Op::put(finished.clone()));
+        let devices = finished.devices.clone();
+        if let Some(t) = self.tasks.find_mut(id) {
+            *t = finished;
+        }
+        if self.stopping {
+            return;
+        }
+        let now = self.time.model_now();
+        for d in devices {
+            if self.health.get(d as usize).is_some_and(|h| h == health::OK) {
+                let actions = self.decide(|core| core.handle(now, Input::Online { device: d }));
+                self.apply(actions, round);
+            }
+        }
+    }
+
+    /// The clocks of adopted task `info` on its first device and what the
+    /// DVFS model makes of them: Algorithm 1 (`Options::choose`) on its
+    /// app's profile with the time to its deadline as the window, when the
+    /// active policy is a DVFS one and the task names a profile; `None`
+    /// (default clocks) otherwise.
+    fn adopted_clocks(&self, info: &TaskInfo) -> Option<(Clocks, TaskClocks)> {
+        if info.spec.app == DEFAULT_APP {
+            return None;
+        }
+        let options = self.dvfs_options()?;
+        let app = self.apps.get(&info.spec.app)?;
+        let device = self.devices.get(*info.devices.first()? as usize)?;
+        let model = device.model;
+        let r = model.clock_range();
+        let options = Options {
+            fc_range: (r.core_min, r.core_max),
+            fm_range: (r.mem_min.max(0.5), r.mem_max.min(1.2)),
+            ..options
+        };
+        let power = power_model(app, model);
+        // The job's length at default clocks is its profile's measured run.
+        let profile = Profile {
+            p0: power.p0,
+            gamma: power.gamma,
+            c: power.c,
+            delta: app.delta,
+            d: app.d,
+            t0: app.t0,
+        };
+        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline;
+        let window = self.time.model_of_unix(deadline) - self.time.model_now();
+        let choice = options.choose(&profile, Some(window.max(0.0)));
+        let clocks = Clocks {
+            core: choice.point.setting.fc,
+            mem: choice.point.setting.fm,
+        };
+        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
+        Some((
+            clocks,
+            TaskClocks {
+                core_mhz,
+                mem_mhz,
+                v: clocks.voltage(),
+                fc: clocks.core,
+                fm: clocks.mem,
+                t: choice.point.t,
+                p: power_w(app, model, clocks),
+                default_t: app.d + app.t0,
+                default_p: power_w(app, model, Clocks::DEFAULT),
+                class: Some(choice.class.name().to_string()),
+                readjusted: None,
+            },
+        ))
+    }
+
+    /// Algorithm 1's options of the active policy, when it is a DVFS one:
+    /// one that declares `gpu_agent_dvfs`'s `search` and `compat`
+    /// parameters (edl), with their values in use.
+    fn dvfs_options(&self) -> Option<Options> {
+        let name = self.core.policy_name();
+        let plugin = self.registry.plugins.iter().find(|p| p.name() == name)?;
+        let table = policy_params::table(&self.config, self.source.path().as_deref(), plugin)
+            .unwrap_or_default();
+        let given = policy_params::effective(table, &self.policy_params);
+        let value = |key: &str| {
+            let info = plugin.parameters().iter().find(|p| p.key.as_str() == key)?;
+            Some(
+                given
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == key)
+                    .map_or(info.default.to_string(), |(_, v)| v.clone()),
+            )
+        };
+        Some(Options {
+            search: Search::parse(&value("search")?)?,
+            compat: value("compat")? == "true",
+            ..Options::default()
+        })
+    }
+}

@@ -1,0 +1,319 @@
+//! Adopted tasks (issue 19 item 1): `Adopt` occupies a GPU with the clocks
+//! the active DVFS policy's rule picks for the job's app and deadline, the
+//! policy places nothing there, `Release` restores the clocks and records
+//! the energy; the errors name what is wrong; a kill -9 while adopted keeps
+//! the task adopted with its clocks locked again.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use gpu_agent_dbus::{AdoptSpec, TaskStatus};
+
+use crate::daemon::{dbus_error, gpuctl, spec, wait_for, Daemon, Settings};
+use crate::harness::{artefacts, success, EDL};
+
+const LIMIT: Duration = Duration::from_secs(30);
+const ERROR: &str = "org.gpuagent.Agent1.Error.";
+
+/// A daemon on the example host (two A100s, a V100, a T4) with the
+/// GTX 1080 Ti profiles, running `edl`.
+fn adopt_daemon() -> Daemon {
+    adopt_daemon_with("")
+}
+
+/// [`adopt_daemon`] with more `agent.toml` lines.
+fn adopt_daemon_with(config: &str) -> Daemon {
+    let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .join("examples/dvfs/gtx1080ti-apps.toml");
+    let d = Daemon::start_with(Settings {
+        config: Some(format!("apps = {:?}\n{config}", apps.display().to_string())),
+        ..Settings::default()
+    });
+    std::fs::copy(artefacts().join(EDL), d.plugin_dir().join(EDL)).expect("copy edl");
+    success(&gpuctl(&d, &["reload"]));
+    success(&gpuctl(&d, &["policy", "use", "edl"]));
+    d
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
+}
+
+/// A Slurm-like job on `devices`, ending in an hour.
+fn job(devices: &[u32], external_id: &str, app: &str) -> AdoptSpec {
+    AdoptSpec {
+        devices: devices.to_vec(),
+        external_id: external_id.into(),
+        owner_uid: 4321,
+        app: app.into(),
+        deadline: now() + 3600.0,
+    }
+}
+
+fn adopt(d: &Daemon, spec: &AdoptSpec) -> zbus::Result<String> {
+    d.block_on(d.proxy().adopt(spec.to_dict()))
+}
+
+fn release(d: &Daemon, id: &str) -> zbus::Result<()> {
+    d.block_on(d.proxy().release(id))
+}
+
+/// Whether GPU `gpu` shows core clock `mhz`, as the driver rounds it to
+/// its supported clocks (the A100's come in 15 MHz steps).
+fn shows(d: &Daemon, gpu: usize, mhz: u32) -> bool {
+    core_clock(d, gpu).abs_diff(u64::from(mhz)) <= 7
+}
+
+/// GPU `gpu`'s core clock as `gpuctl devices --json` shows it.
+fn core_clock(d: &Daemon, gpu: usize) -> u64 {
+    let out = success(&gpuctl(d, &["devices", "--json"]));
+    let devices: serde_json::Value = serde_json::from_str(&out).expect("devices JSON");
+    devices[gpu]["core_clock_mhz"]
+        .as_u64()
+        .expect("core_clock_mhz")
+}
+
+#[test]
+fn daemon_adopt_holds_a_gpu_at_the_dvfs_clocks_until_release() {
+    let d = adopt_daemon();
+    let idle = core_clock(&d, 1);
+    let id = adopt(&d, &job(&[1], "slurm:4242", "BlackScholes")).expect("Adopt");
+    let task = d.task(&id);
+    assert_eq!(task.state, TaskStatus::Running);
+    assert_eq!(task.spec.external_id, "slurm:4242");
+    assert_eq!(task.owner_uid, 4321);
+    assert_eq!(task.devices, [1]);
+    // BlackScholes' time does not follow the core clock (delta 0): Algorithm
+    // 1 picks a low core clock, the A100's memory clock stays (it has one).
+    let clocks = task.clocks.clone().expect("the chosen clocks");
+    assert!(clocks.core_mhz < 1095, "{clocks:?}");
+    assert_eq!(clocks.class.as_deref(), Some("energy"));
+    wait_for("GPU 1 locked at the chosen clock", LIMIT, || {
+        shows(&d, 1, clocks.core_mhz).then_some(())
+    });
+    // A retried Adopt answers the same id.
+    assert_eq!(
+        adopt(&d, &job(&[1], "slurm:4242", "BlackScholes")).unwrap(),
+        id
+    );
+    // The policy places nothing on GPU 1 while it is adopted.
+    let ids: Vec<String> = (0..8)
+        .map(|_| d.submit(&spec(100.0, 1.0, 3600.0, 1.0)).expect("Submit"))
+        .collect();
+    for t in &ids {
+        let t = d.wait_state(t, TaskStatus::Succeeded, LIMIT);
+        assert!(
+            !t.devices.contains(&1),
+            "task {} ran on the adopted GPU: {t:?}",
+            t.id
+        );
+    }
+    assert!(shows(&d, 1, clocks.core_mhz));
+    // `Release`: default clocks again, the energy measured, done.
+    release(&d, &id).expect("Release");
+    let done = d.task(&id);
+    assert_eq!(done.state, TaskStatus::Succeeded);
+    assert!(done.energy_j.expect("energy") > 0.0, "{done:?}");
+    wait_for("GPU 1 unlocked", LIMIT, || {
+        (core_clock(&d, 1) == idle).then_some(())
+    });
+    // GPU 1 takes work again.
+    let id = d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit");
+    let mut others = vec![d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit")];
+    others.push(d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit"));
+    others.push(d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit"));
+    wait_for("a task on GPU 1", LIMIT, || {
+        others
+            .iter()
+            .chain([&id])
+            .any(|t| d.task(t).devices.contains(&1))
+            .then_some(())
+    });
+    // A second Release is an error: it is no longer adopted.
+    let (name, message) = dbus_error(release(&d, &done.id));
+    assert_eq!(name, format!("{ERROR}NoSuchTask"), "{message}");
+}
+
+#[test]
+fn daemon_adopt_refusals_name_the_problem() {
+    let d = adopt_daemon();
+    let refused = |dict, want: &str, words: &str| {
+        let (name, message) = dbus_error(d.block_on(d.proxy().adopt(dict)));
+        assert_eq!(name, format!("{ERROR}{want}"), "{message}");
+        assert!(message.contains(words), "{message:?} lacks {words:?}");
+    };
+    let mut dict = job(&[1], "slurm:1", "default").to_dict();
+    dict.remove("deadline");
+    refused(
+        dict,
+        "InvalidArgument",
+        "missing required key \"deadline\" (d)",
+    );
+    let mut dict = job(&[1], "slurm:1", "default").to_dict();
+    dict.insert(
+        "gpus".into(),
+        zbus::zvariant::Value::U32(1).try_into().unwrap(),
+    );
+    refused(dict, "InvalidArgument", "unknown key \"gpus\"");
+    refused(
+        job(&[1], "slurm:1", "no-such-app").to_dict(),
+        "InvalidArgument",
+        "key \"app\"",
+    );
+    refused(
+        job(&[9], "slurm:1", "default").to_dict(),
+        "NoSuchDevice",
+        "no GPU 9",
+    );
+    // A GPU that runs one of the agent's tasks is busy.
+    let long = d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit");
+    let gpu = d.wait_state(&long, TaskStatus::Running, LIMIT).devices[0];
+    refused(
+        job(&[gpu], "slurm:2", "default").to_dict(),
+        "Busy",
+        &format!("runs task {long}"),
+    );
+    // So is an adopted one.
+    let free = (0..4).find(|&g| g != gpu).unwrap();
+    let id = adopt(&d, &job(&[free], "slurm:3", "default")).expect("Adopt");
+    refused(
+        job(&[free], "slurm:4", "default").to_dict(),
+        "Busy",
+        &format!("adopted by task {id}"),
+    );
+    // Without a profile, default clocks: nothing locked, nothing shown.
+    assert_eq!(d.task(&id).clocks, None);
+    let (name, _) = dbus_error(release(&d, "t999"));
+    assert_eq!(name, format!("{ERROR}NoSuchTask"));
+    let (name, _) = dbus_error(release(&d, &long));
+    assert_eq!(name, format!("{ERROR}NoSuchTask"));
+    release(&d, &id).expect("Release");
+}
+
+#[test]
+fn daemon_adopt_survives_a_kill_9_with_its_clocks_locked_again() {
+    let mut d = adopt_daemon();
+    let id = adopt(&d, &job(&[1], "slurm:77", "BlackScholes")).expect("Adopt");
+    let clocks = d.task(&id).clocks.expect("clocks");
+    wait_for("GPU 1 locked", LIMIT, || {
+        shows(&d, 1, clocks.core_mhz).then_some(())
+    });
+    d.kill9();
+    d.restart();
+    // The lock's record is restored first, then locked again for the job.
+    wait_for("the restore in the log", LIMIT, || {
+        d.stderr()
+            .contains("restoring GPU 1 locked_core_clocks")
+            .then_some(())
+    });
+    assert!(
+        d.stderr()
+            .contains(&format!("task {id} (slurm:77) stays adopted")),
+        "{}",
+        d.stderr()
+    );
+    let task = d.task(&id);
+    assert_eq!(task.state, TaskStatus::Running);
+    assert_eq!(task.spec.external_id, "slurm:77");
+    wait_for("GPU 1 locked again", LIMIT, || {
+        shows(&d, 1, clocks.core_mhz).then_some(())
+    });
+    // Still occupied: nothing of the agent's goes there.
+    let long = d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit");
+    let ran = d.wait_state(&long, TaskStatus::Running, LIMIT);
+    assert_ne!(ran.devices, [1]);
+    // The epilog's Release still works, and a stop releases what is left.
+    release(&d, &id).expect("Release");
+    wait_for("GPU 1 unlocked", LIMIT, || {
+        (!shows(&d, 1, clocks.core_mhz)).then_some(())
+    });
+    let second = adopt(&d, &job(&[1], "slurm:78", "BlackScholes")).expect("Adopt");
+    d.terminate();
+    d.restart();
+    let after = d.task(&second);
+    assert_eq!(after.state, TaskStatus::Succeeded, "{after:?}");
+    assert_eq!(
+        after.reason.as_deref(),
+        Some("released: gpu-agentd stopped")
+    );
+}
+
+#[test]
+fn daemon_adopt_through_gpuctl() {
+    let d = adopt_daemon();
+    let help = success(&gpuctl(&d, &["adopt", "--help"]));
+    assert!(
+        help.contains("--external-id") && help.contains("--deadline"),
+        "{help}"
+    );
+    let deadline = format!("{}", now() + 3600.0);
+    let out = success(&gpuctl(
+        &d,
+        &[
+            "adopt",
+            "--devices",
+            "2",
+            "--external-id",
+            "slurm:9",
+            "--owner-uid",
+            "1000",
+            "--app",
+            "BlackScholes",
+            "--deadline",
+            &deadline,
+            "--json",
+        ],
+    ));
+    let id = serde_json::from_str::<serde_json::Value>(&out).expect("JSON")["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let tasks = success(&gpuctl(&d, &["tasks"]));
+    assert!(tasks.contains("slurm:9") && tasks.contains(&id), "{tasks}");
+    let out = success(&gpuctl(&d, &["release", &id, "--json"]));
+    let released: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(released["external_id"], "slurm:9");
+    assert!(
+        released["energy_j"].as_f64().expect("energy_j") > 0.0,
+        "{released}"
+    );
+    // A mistyped device list is refused before the daemon is asked.
+    let bad = gpuctl(
+        &d,
+        &[
+            "adopt",
+            "--devices",
+            "x",
+            "--external-id",
+            "a",
+            "--owner-uid",
+            "1",
+            "--deadline",
+            "1",
+        ],
+    );
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn daemon_adopt_clocks_replace_the_idle_lock() {
+    let d = adopt_daemon_with("idle_clocks = \"min\"\n");
+    let id = adopt(&d, &job(&[1], "slurm:5", "BlackScholes")).expect("Adopt");
+    let clocks = d.task(&id).clocks.expect("clocks");
+    // Held at the job's clocks, not the idle lock's lowest, round after round.
+    wait_for("GPU 1 locked at the job's clocks", LIMIT, || {
+        shows(&d, 1, clocks.core_mhz).then_some(())
+    });
+    d.submit(&spec(100.0, 1.0, 3600.0, 1.0)).expect("Submit");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(shows(&d, 1, clocks.core_mhz));
+    release(&d, &id).expect("Release");
+    // Idle again: the idle lock's lowest clock.
+    wait_for("GPU 1 idle-locked", LIMIT, || {
+        (core_clock(&d, 1) == 210).then_some(())
+    });
+}
