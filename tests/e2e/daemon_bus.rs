@@ -94,6 +94,8 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".ExportMigConfig", "method", "s", "s", "-"),
         row(".AssertMigConfig", "method", "ss", "bas", "-"),
         row(".SetDeviceOnline", "method", "ub", "-", "-"),
+        row(".Adopt", "method", "a{sv}", "s", "-"),
+        row(".Release", "method", "s", "-", "-"),
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
         row(".Policy", "property", "s", "\"fifo\"", "emits-change"),
