@@ -19,9 +19,10 @@ use serde_json::Value;
 /// build and dev dependencies alike).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("gpu-agent-plugin-api", &[]),
-    // The DVFS model and Algorithm 1: pure numbers with no workspace
-    // dependency, so the policies, the simulator and gpuctl share one rule.
-    ("gpu-agent-dvfs", &[]),
+    // The DVFS model and Algorithm 1: numbers over the plugin API's task and
+    // power models only, so the policies, the simulator and gpuctl share one
+    // rule.
+    ("gpu-agent-dvfs", &["gpu-agent-plugin-api"]),
     ("gpu-agent-eft-rule", &["gpu-agent-plugin-api"]),
     (
         "gpu-agent-sa-search",

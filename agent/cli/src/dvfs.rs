@@ -353,14 +353,7 @@ fn run_show(args: ShowArgs) -> Result<()> {
             args.app
         ),
     };
-    let profile = Profile {
-        p0: power.p0,
-        gamma: power.gamma,
-        c: power.c,
-        delta: app.delta,
-        d: app.d,
-        t0: app.t0,
-    };
+    let profile = Profile::of(app, power);
     let search = Search::parse(&args.search).expect("clap checked the search");
     let options = Options {
         search,

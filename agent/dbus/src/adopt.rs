@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use zbus::zvariant::OwnedValue;
 
-use crate::task::{owned, Dict};
+use crate::task::{check_keys, owned, Dict};
 
 /// The keys `Adopt` takes, with their D-Bus types.
 const ADOPT_KEYS: [(&str, &str, &str); 5] = [
@@ -49,23 +49,7 @@ impl AdoptSpec {
     /// type, the required ones present, every value in range. The error
     /// names the key and what was expected.
     pub fn from_dict(dict: &Dict) -> Result<AdoptSpec, String> {
-        let mut keys: Vec<&String> = dict.keys().collect();
-        keys.sort();
-        for key in keys {
-            let Some((_, sig, what)) = ADOPT_KEYS.iter().find(|(k, _, _)| k == key) else {
-                let known: Vec<_> = ADOPT_KEYS.iter().map(|(k, _, _)| *k).collect();
-                return Err(format!(
-                    "unknown key {key:?}; the keys are {}",
-                    known.join(", ")
-                ));
-            };
-            let got = dict[key].value_signature().to_string();
-            if got != *sig {
-                return Err(format!(
-                    "key {key:?}: expected type {sig} ({what}), got {got}"
-                ));
-            }
-        }
+        check_keys(dict, &ADOPT_KEYS)?;
         let required = |key: &str| {
             let (_, sig, _) = ADOPT_KEYS
                 .iter()

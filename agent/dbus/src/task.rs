@@ -149,6 +149,30 @@ const SPEC_KEYS: [(&str, &str, &str); 13] = [
     ("client_token", "s", "a retry key of at most 256 bytes"),
 ];
 
+/// Checks that every key of `dict` is one of `keys` (key, D-Bus signature,
+/// what it means) and has its signature, in key order; the error names the
+/// first key that is not, and what was expected.
+pub(crate) fn check_keys(dict: &Dict, keys: &[(&str, &str, &str)]) -> Result<(), String> {
+    let mut given: Vec<&String> = dict.keys().collect();
+    given.sort();
+    for key in given {
+        let Some((_, sig, what)) = keys.iter().find(|(k, _, _)| k == key) else {
+            let known: Vec<_> = keys.iter().map(|(k, _, _)| *k).collect();
+            return Err(format!(
+                "unknown key {key:?}; the keys are {}",
+                known.join(", ")
+            ));
+        };
+        let got = dict[key].value_signature().to_string();
+        if got != *sig {
+            return Err(format!(
+                "key {key:?}: expected type {sig} ({what}), got {got}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl SubmitSpec {
     /// A spec with the four required values and every option at its default.
     pub fn new(workload: f64, mem_gb: f64, deadline: f64, weight: f64) -> SubmitSpec {
@@ -216,23 +240,7 @@ impl SubmitSpec {
     /// key known and of its type, every number in range. The error names the
     /// key and what was expected.
     pub fn from_dict(dict: &Dict) -> Result<SubmitSpec, String> {
-        let mut keys: Vec<&String> = dict.keys().collect();
-        keys.sort();
-        for key in keys {
-            let Some((_, sig, what)) = SPEC_KEYS.iter().find(|(k, _, _)| k == key) else {
-                let known: Vec<_> = SPEC_KEYS.iter().map(|(k, _, _)| *k).collect();
-                return Err(format!(
-                    "unknown key {key:?}; the keys are {}",
-                    known.join(", ")
-                ));
-            };
-            let got = dict[key].value_signature().to_string();
-            if got != *sig {
-                return Err(format!(
-                    "key {key:?}: expected type {sig} ({what}), got {got}"
-                ));
-            }
-        }
+        check_keys(dict, &SPEC_KEYS)?;
         let required = |key: &str| -> Result<f64, String> {
             let v = dict
                 .get(key)

@@ -88,17 +88,8 @@ impl Edl {
             fm_range: (r.mem_min.max(0.5), r.mem_max.min(1.2)),
             ..self.params.options
         };
-        let power = task.app.power_on(device);
-        let app = &task.app;
-        let profile = Profile {
-            p0: power.p0,
-            gamma: power.gamma,
-            c: power.c,
-            delta: app.delta,
-            d: app.d,
-            t0: app.t0,
-        }
-        .scaled_to(task.runtime_on(device));
+        let profile =
+            Profile::of(&task.app, task.app.power_on(device)).scaled_to(task.runtime_on(device));
         let choice = options.choose(&profile, Some(task.deadline - task.arrival));
         Candidate {
             device: device.index as usize,

@@ -22,7 +22,7 @@ use gpu_agent_dbus::{AdoptSpec, AgentError, SubmitSpec, TaskClocks, TaskInfo, Ta
 use gpu_agent_dvfs::{Options, Profile, Search};
 use gpu_agent_plugin_api::Clocks;
 
-use super::lifecycle::{lock_clocks, unlock_clocks};
+use super::lifecycle::lock_clocks;
 use super::{health, Engine, Notice, Round};
 use crate::policy_params;
 use crate::store::Op;
@@ -264,22 +264,8 @@ impl Engine {
         let Some(info) = self.tasks.find(id).map(|(t, _)| t.clone()) else {
             return;
         };
-        let mut energy_mj = Some(0u64);
-        for (i, &d) in info.devices.iter().enumerate() {
-            let at_start = run.energy_at_start.get(i).copied().flatten();
-            let now = self.backend.energy_mj(d).ok().flatten();
-            energy_mj = match (energy_mj, at_start, now) {
-                (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
-                _ => None,
-            };
-            if run.clocks_set {
-                unlock_clocks(d, round);
-            }
-            round.notice(Notice::CurrentTask {
-                device: d,
-                task: String::new(),
-            });
-        }
+        let energy_mj =
+            self.free_devices(&info.devices, &run.energy_at_start, run.clocks_set, round);
         let finished = TaskInfo {
             state: TaskStatus::Succeeded,
             finished: Some(self.time.unix_now()),
@@ -336,14 +322,7 @@ impl Engine {
         };
         let power = power_model(app, model);
         // The job's length at default clocks is its profile's measured run.
-        let profile = Profile {
-            p0: power.p0,
-            gamma: power.gamma,
-            c: power.c,
-            delta: app.delta,
-            d: app.d,
-            t0: app.t0,
-        };
+        let profile = Profile::of(app, power);
         let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline;
         let window = self.time.model_of_unix(deadline) - self.time.model_now();
         let choice = options.choose(&profile, Some(window.max(0.0)));

@@ -201,16 +201,20 @@ impl Engine {
         }
     }
 
-    /// A running task left its devices: `Ok` when it succeeded.
-    pub(super) fn finish(&mut self, key: TaskKey, result: Result<(), String>, round: &mut Round) {
-        let (Some(run), Some(task)) = (self.running.remove(&key), self.tasks.get(key)) else {
-            log::error!("task key {key} ended but was not running");
-            return;
-        };
-        let task = task.clone();
+    /// Frees `devices` at the end of a run (a task's, or an adopted job's):
+    /// unlocks the clocks the run set, clears each device's current task, and
+    /// returns the energy the devices used since `energy_at_start` (mJ, the
+    /// counters read at the start), `None` where a counter could not be read.
+    pub(super) fn free_devices(
+        &self,
+        devices: &[u32],
+        energy_at_start: &[Option<u64>],
+        clocks_set: bool,
+        round: &mut Round,
+    ) -> Option<u64> {
         let mut energy_mj = Some(0u64);
-        for (i, &d) in task.devices.iter().enumerate() {
-            let at_start = run.energy_at_start.get(i).copied().flatten();
+        for (i, &d) in devices.iter().enumerate() {
+            let at_start = energy_at_start.get(i).copied().flatten();
             let now = self.backend.energy_mj(d).ok().flatten();
             energy_mj = match (energy_mj, at_start, now) {
                 (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
@@ -220,10 +224,22 @@ impl Engine {
                 device: d,
                 task: String::new(),
             });
-            if run.clocks_set {
+            if clocks_set {
                 unlock_clocks(d, round);
             }
         }
+        energy_mj
+    }
+
+    /// A running task left its devices: `Ok` when it succeeded.
+    pub(super) fn finish(&mut self, key: TaskKey, result: Result<(), String>, round: &mut Round) {
+        let (Some(run), Some(task)) = (self.running.remove(&key), self.tasks.get(key)) else {
+            log::error!("task key {key} ended but was not running");
+            return;
+        };
+        let task = task.clone();
+        let energy_mj =
+            self.free_devices(&task.devices, &run.energy_at_start, run.clocks_set, round);
         self.exec.of(run.how).release(key, &task, &mut round.ops);
         if let Some(info) = self.tasks.get_mut(key) {
             info.energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);

@@ -1,6 +1,8 @@
 //! The performance and power model of the energy-aware DVFS paper
 //! (dvfs-energy.md §1.1, formats.md §6), clocks normalised to default clocks.
 
+use gpu_agent_plugin_api::{AppModel, PowerModel};
+
 /// The voltage that core clock `fc` needs: V(fc) = 2(fc − 0.5)² + 0.5.
 pub fn voltage(fc: f64) -> f64 {
     2.0 * (fc - 0.5).powi(2) + 0.5
@@ -27,6 +29,22 @@ pub struct Profile {
     pub d: f64,
     /// Clock-independent part of the time.
     pub t0: f64,
+}
+
+impl Profile {
+    /// Application `app` (its time model) on a device whose power
+    /// coefficients for it are `power`: the two halves of a policy's or the
+    /// daemon's view of a task, as one profile.
+    pub fn of(app: &AppModel, power: PowerModel) -> Profile {
+        Profile {
+            p0: power.p0,
+            gamma: power.gamma,
+            c: power.c,
+            delta: app.delta,
+            d: app.d,
+            t0: app.t0,
+        }
+    }
 }
 
 /// A voltage and the two normalised clocks.
