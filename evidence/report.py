@@ -89,10 +89,13 @@ def main():
         "with each policy plugin, each task running exactly its modelled time. `twt` is the "
         "total weighted tardiness (the objective), `twct` the total weighted completion "
         "time, `act` the average completion time, `dmr` the deadline-miss ratio and "
-        "`utilization` the busy share of the devices (formats.md §4). `sched_ms` is the "
+        "`utilization` the busy share of the devices (formats.md §4). The `energy_*` rows "
+        "split `energy_j` into run, idle and overhead and give the no-DVFS baseline and the "
+        "saving (all 0 here: none of these policies changes clocks). `sched_ms` is the "
         "wall time spent inside the scheduler core (policy included) over the whole replay, "
-        f"the median of {repeat} replays, and `decisions/s` the decision points (arrivals, "
-        "finishes, wake-ups) per second of it: the only figures that vary between runs.\n"
+        f"the median of {repeat} replays, `policy_ms` the part of it inside the policy's "
+        "`on_event`, and `decisions/s` the decision points (arrivals, finishes, wake-ups) "
+        "per second of `sched_ms`: the only figures that vary between runs.\n"
     )
 
     w("## Summary\n")
@@ -140,7 +143,7 @@ def main():
 
     dealing = os.path.join(work, "edf-dealing.md")
     if os.path.exists(dealing):
-        w("## (d) edf-hier: RR, EDF1, EDF2, EDF3\n")
+        w("## edf-hier dealing on (a) and (b): RR, EDF1, EDF2, EDF3\n")
         w(
             "The hierarchical GPUaaS paper deals the central queue to the local queues "
             "round-robin as is (RR, the earlier work's method) or sorted by deadline first, "
