@@ -252,7 +252,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let events = health::watch(backend.clone(), engine.clone(), stop_events.clone())
         .map_err(|e| DaemonError::Engine(EngineError::Thread(e)))?;
     let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
-    let pump = tokio::spawn(pump_notices(conn.clone(), objects.clone(), notice_rx));
+    let agent = agent_object(&conn).await.map_err(bus_error)?;
+    let pump = tokio::spawn(pump_notices(agent, objects.clone(), notice_rx));
     let metrics = metrics_listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             log::info!("serving Prometheus metrics at http://{addr}/metrics");
@@ -402,23 +403,19 @@ async fn device_objects(
     Ok(objects)
 }
 
+/// The agent object as served (its signals and properties go out through it).
+async fn agent_object(conn: &Connection) -> zbus::Result<InterfaceRef<Strict<AgentService>>> {
+    conn.object_server()
+        .interface::<_, Strict<AgentService>>(AGENT_PATH)
+        .await
+}
+
 /// Turns the engine's notices into signals and property changes.
 async fn pump_notices(
-    conn: Connection,
+    agent: InterfaceRef<Strict<AgentService>>,
     objects: Vec<InterfaceRef<DeviceObject>>,
     mut notices: UnboundedReceiver<Notice>,
 ) {
-    let agent = match conn
-        .object_server()
-        .interface::<_, Strict<AgentService>>(AGENT_PATH)
-        .await
-    {
-        Ok(agent) => agent,
-        Err(e) => {
-            log::error!("the agent object is gone: {e}");
-            return;
-        }
-    };
     while let Some(notice) = notices.recv().await {
         let result = match notice {
             Notice::TaskChanged { id, state } => {

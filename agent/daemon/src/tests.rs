@@ -92,7 +92,8 @@ async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<
         .build();
     let client = connection::Builder::unix_stream(theirs).p2p().build();
     let (server, client) = tokio::try_join!(server, client).unwrap();
-    tokio::spawn(super::pump_notices(server.clone(), Vec::new(), notice_rx));
+    let agent = super::agent_object(&server).await.unwrap();
+    tokio::spawn(super::pump_notices(agent, Vec::new(), notice_rx));
     let proxy = Agent1Proxy::builder(&client)
         .destination(BUS_NAME)
         .unwrap()
