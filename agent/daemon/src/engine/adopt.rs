@@ -16,13 +16,13 @@
 //! and the scheduler's epilog will call `Release`); one whose deadline has
 //! passed is released then (its job cannot still run inside its time limit).
 
-use gpu_agent_core::apps::{power_model, power_w, DEFAULT_APP};
+use gpu_agent_core::apps::{power_model, DEFAULT_APP};
 use gpu_agent_core::Input;
 use gpu_agent_dbus::{AdoptSpec, AgentError, SubmitSpec, TaskClocks, TaskInfo, TaskStatus};
 use gpu_agent_dvfs::{Options, Profile, Search};
 use gpu_agent_plugin_api::Clocks;
 
-use super::lifecycle::lock_clocks;
+use super::lifecycle::{clocks_record, lock_clocks};
 use super::{health, Engine, Notice, Round};
 use crate::policy_params;
 use crate::store::Op;
@@ -330,21 +330,11 @@ impl Engine {
             core: choice.point.setting.fc,
             mem: choice.point.setting.fm,
         };
-        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
         Some((
             clocks,
             TaskClocks {
-                core_mhz,
-                mem_mhz,
-                v: clocks.voltage(),
-                fc: clocks.core,
-                fm: clocks.mem,
-                t: choice.point.t,
-                p: power_w(app, model, clocks),
-                default_t: app.d + app.t0,
-                default_p: power_w(app, model, Clocks::DEFAULT),
                 class: Some(choice.class.name().to_string()),
-                readjusted: None,
+                ..clocks_record(model, app, clocks, choice.point.t, app.d + app.t0)
             },
         ))
     }

@@ -1,7 +1,8 @@
 //! A task's life after the core takes it: start, end, restore, stop; and the
 //! effects that touch processes and GPUs.
 
-use gpu_agent_plugin_api::{Clocks, TaskKey};
+use gpu_agent_core::catalogue::GpuModel;
+use gpu_agent_plugin_api::{AppModel, Clocks, TaskKey};
 
 use super::executor::{AtStop, Cancelled, Start};
 use super::{Effect, Engine, How, Notice, Request, Round, Running};
@@ -101,20 +102,17 @@ impl Engine {
                     info.started = Some(now);
                     info.clocks = self.devices.get(devices[0] as usize).map(|d| {
                         let app = &self.core.task(task).app;
-                        let (core_mhz, mem_mhz) = d.model.clocks_mhz(clocks);
                         let dvfs = self.core.dvfs(task);
                         TaskClocks {
-                            core_mhz,
-                            mem_mhz,
-                            v: clocks.voltage(),
-                            fc: clocks.core,
-                            fm: clocks.mem,
-                            t: runtime,
-                            p: power_w(app, d.model, clocks),
-                            default_t: runtime / app.time_factor(clocks),
-                            default_p: power_w(app, d.model, Clocks::DEFAULT),
                             class: dvfs.map(|(c, _)| c.name().to_string()),
                             readjusted: dvfs.map(|(_, r)| r),
+                            ..clocks_record(
+                                d.model,
+                                app,
+                                clocks,
+                                runtime,
+                                runtime / app.time_factor(clocks),
+                            )
                         }
                     });
                     let how = if info.spec.command.is_empty() {
@@ -658,6 +656,33 @@ impl Engine {
             Err(BackendError::NotSupported { .. }) => {}
             Err(e) => log::warn!("cannot restore GPU {gpu}'s {control}: {e}"),
         }
+    }
+}
+
+/// The record of a run at `clocks` on a `model` GPU (the task dictionary's
+/// clock keys): `t` its run time there and `default_t` at default clocks,
+/// power from `app`'s model at both; the policy's class and readjustment are
+/// the caller's to add.
+pub(super) fn clocks_record(
+    model: &GpuModel,
+    app: &AppModel,
+    clocks: Clocks,
+    t: f64,
+    default_t: f64,
+) -> TaskClocks {
+    let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
+    TaskClocks {
+        core_mhz,
+        mem_mhz,
+        v: clocks.voltage(),
+        fc: clocks.core,
+        fm: clocks.mem,
+        t,
+        p: power_w(app, model, clocks),
+        default_t,
+        default_p: power_w(app, model, Clocks::DEFAULT),
+        class: None,
+        readjusted: None,
     }
 }
 
