@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{as_dyn, every_model, kind, outcome};
-use crate::mock::{Call, Fault};
+use crate::mock::{Call, Fault, CALL_LOG_LEN};
 use crate::{BackendError, ClockRange, DeviceEvent, DeviceEventKind, On};
 
 #[test]
@@ -177,6 +177,24 @@ fn the_call_log_records_every_call_in_order() {
             (1.5, Some(9), "energy_mj", String::new(), "InvalidArgument"),
         ]
     );
+}
+
+#[test]
+fn the_call_log_keeps_the_most_recent_calls() {
+    let (mock, clock) = every_model();
+    let b = as_dyn(&mock);
+    let total = CALL_LOG_LEN + 10;
+    for i in 0..total {
+        clock.advance(1.0);
+        assert!(b.power_usage_mw(i as u32 % 2).is_ok(), "call {i}");
+    }
+    let calls = mock.calls();
+    assert_eq!(calls.len(), CALL_LOG_LEN);
+    // The first 10 calls (at 1..=10 s) are gone; the rest are in order.
+    assert_eq!(calls[0].at, 11.0);
+    assert_eq!(calls[0].gpu, Some(0));
+    assert_eq!(calls[CALL_LOG_LEN - 1].at, total as f64);
+    assert!(calls.windows(2).all(|w| w[0].at < w[1].at));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Faults the mock injects on request, and the log of calls it received.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::BackendError;
@@ -120,4 +121,26 @@ pub struct Call {
     pub args: String,
     /// How it ended.
     pub outcome: Result<(), BackendError>,
+}
+
+/// How many calls the mock's log keeps: the most recent ones.
+pub const CALL_LOG_LEN: usize = 4096;
+
+/// The log of calls, bounded to the last [`CALL_LOG_LEN`].
+#[derive(Debug, Default)]
+pub(super) struct CallLog(VecDeque<Call>);
+
+impl CallLog {
+    /// Appends `call`, dropping the oldest once the log is full.
+    pub(super) fn push(&mut self, call: Call) {
+        if self.0.len() == CALL_LOG_LEN {
+            self.0.pop_front();
+        }
+        self.0.push_back(call);
+    }
+
+    /// The calls kept, oldest first.
+    pub(super) fn to_vec(&self) -> Vec<Call> {
+        self.0.iter().cloned().collect()
+    }
 }

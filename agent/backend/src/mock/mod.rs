@@ -15,10 +15,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use clock::{Clock, SystemClock, VirtualClock};
-pub use faults::{Call, Fault};
+pub use faults::{Call, Fault, CALL_LOG_LEN};
 pub use gpu::{Controls, MockProcess};
 
-use self::faults::Faults;
+use self::faults::{CallLog, Faults};
 use self::gpu::{watts_to_mw, MockGpu};
 use super::{
     optional, BackendError, ClockDomain, ClockPair, ClockRange, ClockReadings, ComputeInstance,
@@ -42,7 +42,7 @@ struct State {
     gpus: Vec<MockGpu>,
     faults: Faults,
     events: VecDeque<DeviceEvent>,
-    calls: Vec<Call>,
+    calls: CallLog,
 }
 
 impl MockBackend {
@@ -62,7 +62,7 @@ impl MockBackend {
                 gpus,
                 faults: Faults::default(),
                 events: VecDeque::new(),
-                calls: Vec::new(),
+                calls: CallLog::default(),
             }),
             event_ready: Condvar::new(),
             clock,
@@ -271,9 +271,10 @@ impl MockBackend {
         true
     }
 
-    /// Every call received so far, in order.
+    /// The calls received so far, oldest first: the last
+    /// [`CALL_LOG_LEN`] of them (a daemon on the mock runs for days).
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        self.lock().calls.to_vec()
     }
 
     /// The controls in force on `gpu` (`None` for an unknown index).
