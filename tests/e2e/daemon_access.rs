@@ -482,3 +482,65 @@ fn daemon_access_secrets_only_for_the_owner_and_admins() {
     d.block_on(d.proxy().cancel(&roots)).expect("root cancels");
     d.block_on(d.proxy().cancel(&id)).expect("root cancels");
 }
+
+/// The `org.gpuagent.Agent1` methods each `<policy>` block of the installed
+/// bus policy allows, by block (`context="default"`, `group="gpu-agent"`, …).
+fn bus_policy_members(conf: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut blocks = std::collections::BTreeMap::new();
+    for block in conf.split("<policy ").skip(1) {
+        let (who, body) = block.split_once('>').expect("a <policy> tag");
+        let body = &body[..body.find("</policy>").expect("</policy>")];
+        let mut members: Vec<String> = body
+            .split("<allow ")
+            .filter(|a| a.contains("send_interface=\"org.gpuagent.Agent1\""))
+            .filter_map(|a| a.split("send_member=\"").nth(1))
+            .map(|m| m[..m.find('"').unwrap()].to_string())
+            .collect();
+        members.sort();
+        blocks.insert(who.trim().to_string(), members);
+    }
+    blocks
+}
+
+/// The bus policy the packages install lets each caller reach exactly the
+/// methods docs/dbus.md says it may call (the daemon checks every call
+/// again, but a method the file forgets is refused by the bus first).
+#[test]
+fn bus_policy_file_grants_each_method_to_the_callers_docs_dbus_md_names() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/dbus.md")).unwrap();
+    let conf = std::fs::read_to_string(root.join("packaging/org.gpuagent.Agent1.conf")).unwrap();
+    let (mut everyone, mut members, mut admins) = (Vec::new(), Vec::new(), Vec::new());
+    // The first table: the members of org.gpuagent.Agent1.
+    let table = docs
+        .lines()
+        .skip_while(|l| !l.starts_with("| member | signature | who may call |"))
+        .take_while(|l| l.starts_with('|'));
+    for row in table.filter(|l| l.starts_with("| `")) {
+        let name = &row[3..];
+        let Some(open) = name.find('(') else { continue };
+        let (name, who) = (&name[..open], row.rsplit('|').nth(1).unwrap().trim());
+        if name.contains(' ') || who.is_empty() {
+            continue;
+        }
+        match who {
+            "everyone" => everyone.push(name.to_string()),
+            "root, the daemon's user, `gpu-agent`, `gpu-agent-admin`"
+            | "its owner (a member), or an admin" => members.push(name.to_string()),
+            "root, the daemon's user, `gpu-agent-admin`" => admins.push(name.to_string()),
+            other => panic!("docs/dbus.md: {name}: who may call it? {other:?}"),
+        }
+    }
+    let mut all_members: Vec<String> = members.iter().chain(&admins).cloned().collect();
+    for list in [&mut everyone, &mut members, &mut all_members] {
+        list.sort();
+    }
+    assert!(
+        everyone.contains(&"ListTasksPage".to_string()),
+        "{everyone:?}"
+    );
+    let blocks = bus_policy_members(&conf);
+    assert_eq!(blocks[r#"context="default""#], everyone);
+    assert_eq!(blocks[&format!(r#"group="{MEMBER_GROUP}""#)], members);
+    assert_eq!(blocks[&format!(r#"group="{ADMIN_GROUP}""#)], all_members);
+}

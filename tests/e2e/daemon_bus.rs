@@ -85,6 +85,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".GetTask", "method", "s", "a{sv}", "-"),
         row(".ListPolicies", "method", "-", "a(ss)", "-"),
         row(".ListTasks", "method", "s", "aa{sv}", "-"),
+        row(".ListTasksPage", "method", "stu", "aa{sv}t", "-"),
         row(".Metrics", "method", "-", "a{sv}", "-"),
         row(".Reload", "method", "-", "as", "-"),
         row(".SetPolicy", "method", "s", "-", "-"),
@@ -618,6 +619,69 @@ fn daemon_gdbus_monitor_sees_task_changed() {
 }
 
 /// A device property through busctl.
+/// `ListTasksPage` through busctl: (the pages' task ids, the next position).
+fn page(d: &Daemon, state: &str, from: u64, limit: u32) -> (Vec<String>, u64) {
+    let reply = d.call(
+        "ListTasksPage",
+        &["stu", state, &from.to_string(), &limit.to_string()],
+    );
+    let ids = reply[0]
+        .as_array()
+        .expect("aa{sv}")
+        .iter()
+        .map(|t| json_dict(t)["id"].1.as_str().unwrap().to_string())
+        .collect();
+    (ids, reply[1].as_u64().expect("t"))
+}
+
+#[test]
+fn daemon_list_tasks_page_walks_every_task_once_in_submission_order() {
+    // More tasks than gpuctl asks for in one page (1,000), so that
+    // `gpuctl tasks` needs two.
+    const TASKS: usize = 1_005;
+    let d = Daemon::start();
+    let proxy = d.proxy();
+    // In rounds of 100 calls in flight: a bus allows 128 pending replies
+    // per connection.
+    for round in (0..TASKS).collect::<Vec<_>>().chunks(100) {
+        let submits: Vec<_> = round
+            .iter()
+            .map(|_| {
+                let proxy = proxy.clone();
+                d.spawn(async move {
+                    let spec = crate::daemon::spec(1.0, 1.0, 1e9, 1.0);
+                    proxy.submit(spec.to_dict()).await
+                })
+            })
+            .collect();
+        for s in submits {
+            d.block_on(s).unwrap().expect("Submit");
+        }
+    }
+    let all: Vec<String> = d.tasks().into_iter().map(|t| t.id).collect();
+    assert_eq!(all.len(), TASKS);
+
+    // Pages of 2 from the start, then from where each one stopped.
+    assert_eq!(page(&d, "", 0, 2), (all[..2].to_vec(), 2));
+    assert_eq!(page(&d, "", 2, 2), (all[2..4].to_vec(), 4));
+    // The last page says nothing is left; a position past the end is empty.
+    assert_eq!(page(&d, "", 1_000, 10), (all[1_000..].to_vec(), 0));
+    assert_eq!(page(&d, "", 5_000, 10), (Vec::new(), 0));
+    let (ids, _) = page(&d, "", 0, 10_000);
+    assert_eq!(ids, all);
+
+    // gpuctl reads every task, page by page, in the same order.
+    let out = crate::daemon::gpuctl(&d, &["tasks", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<&str> = listed.iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(listed, all);
+}
+
 fn device_property(d: &Daemon, device: u32, name: &str) -> serde_json::Value {
     d.busctl_json(&[
         "get-property",

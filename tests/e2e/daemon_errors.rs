@@ -241,6 +241,14 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
         "unknown task state \"finished\"; expected one of queued, assigned, running, \
          succeeded, failed, cancelled, lost, rejected"
     );
+    for limit in [0, 10_001] {
+        let (name, message) = dbus_error(d.block_on(proxy.list_tasks_page("", 0, limit)));
+        assert_eq!(name, INVALID);
+        assert_eq!(
+            message,
+            format!("limit must be from 1 to 10000, not {limit}")
+        );
+    }
 
     // Nothing was stored, the policy did not change, and no id was used up.
     let tasks = d.tasks();

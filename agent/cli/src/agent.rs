@@ -247,7 +247,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
     let status = block_on(async {
         let client = Client::connect(&args.bus).await?;
         let agent = &client.agent;
-        let tasks = client.call(agent.list_tasks("")).await?;
+        let tasks = client.call(agent.all_tasks("")).await?;
         let tasks = tasks
             .iter()
             .map(|d| TaskInfo::from_dict(d).map_err(|e| anyhow!("the daemon sent a bad task: {e}")))

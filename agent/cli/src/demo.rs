@@ -287,7 +287,7 @@ async fn drive(plan: &Plan, bus: &PrivateBus, daemon: &mut Daemon) -> Result<Met
                 }
                 if next == total {
                     // Signals are the fast path; the list is the safety net.
-                    progress.listed(&agent.list_tasks("").await.map_err(dbus_error)?)?;
+                    progress.listed(&agent.all_tasks("").await.map_err(dbus_error)?)?;
                 }
                 if Instant::now() > give_up {
                     bail!(

@@ -76,7 +76,7 @@ pub fn list(args: ListArgs) -> Result<()> {
     let state = args.state.map_or("", TaskStatus::as_str);
     let tasks = block_on(async {
         let client = Client::connect(&args.bus).await?;
-        client.call(client.agent.list_tasks(state)).await
+        client.call(client.agent.all_tasks(state)).await
     })?;
     let tasks = tasks.iter().map(task).collect::<Result<Vec<_>>>()?;
     if args.json {

@@ -15,6 +15,7 @@ use super::engine::{Caller, Reply, Request};
 use super::mig::MigView;
 use gpu_agent_dbus::{
     metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskInfo, TaskStatus,
+    TASK_PAGE_MAX,
 };
 
 /// The agent object.
@@ -69,6 +70,36 @@ impl AgentService {
         let (tx, rx) = oneshot::channel();
         self.engine.send(request(tx)).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+
+    /// `ListTasks` and `ListTasksPage`: a page of the tasks in `state`, each
+    /// as the caller may see it.
+    async fn tasks_page(
+        &self,
+        state: &str,
+        from: usize,
+        limit: usize,
+        conn: &Connection,
+        header: &Header<'_>,
+    ) -> Result<(Vec<Dict>, usize), AgentError> {
+        let state = match state {
+            "" => None,
+            s => Some(TaskStatus::parse(s).map_err(AgentError::InvalidArgument)?),
+        };
+        let roles = self.roles(conn, header).await?;
+        let (tasks, next) = self
+            .ask(|reply| Request::ListTasks {
+                state,
+                from,
+                limit,
+                reply,
+            })
+            .await?;
+        let tasks = tasks
+            .into_iter()
+            .map(|t| shown_to(roles, t).to_dict())
+            .collect();
+        Ok((tasks, next))
     }
 
     /// `Submit` itself: checks the caller and the spec, then queues.
@@ -147,18 +178,33 @@ impl AgentService {
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
     ) -> Result<Vec<Dict>, AgentError> {
-        let state = match state.as_str() {
-            "" => None,
-            s => Some(TaskStatus::parse(s).map_err(AgentError::InvalidArgument)?),
-        };
-        let roles = self.roles(conn, &header).await?;
-        let tasks = self
-            .ask(|reply| Request::ListTasks { state, reply })
+        let (tasks, _) = self
+            .tasks_page(&state, 0, usize::MAX, conn, &header)
             .await?;
-        Ok(tasks
-            .into_iter()
-            .map(|t| shown_to(roles, t).to_dict())
-            .collect())
+        Ok(tasks)
+    }
+
+    /// Up to `limit` tasks in `state` (`""`: all), in submission order, from
+    /// position `from` (0: the first task); and the position the next page
+    /// starts at, 0 once no task is left.
+    async fn list_tasks_page(
+        &self,
+        state: String,
+        from: u64,
+        limit: u32,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(Vec<Dict>, u64), AgentError> {
+        if !(1..=TASK_PAGE_MAX).contains(&limit) {
+            return Err(AgentError::InvalidArgument(format!(
+                "limit must be from 1 to {TASK_PAGE_MAX}, not {limit}"
+            )));
+        }
+        let from = usize::try_from(from).unwrap_or(usize::MAX);
+        let (tasks, next) = self
+            .tasks_page(&state, from, limit as usize, conn, &header)
+            .await?;
+        Ok((tasks, next as u64))
     }
 
     /// The loaded policies: (name, description).

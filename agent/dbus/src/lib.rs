@@ -35,6 +35,8 @@ pub const AGENT_PATH: &str = "/org/gpuagent/Agent1";
 pub const AGENT_INTERFACE: &str = "org.gpuagent.Agent1";
 /// The interface of each device object.
 pub const DEVICE_INTERFACE: &str = "org.gpuagent.Device1";
+/// The most tasks one `ListTasksPage` answer holds.
+pub const TASK_PAGE_MAX: u32 = 10_000;
 
 /// The object path of schedulable device `index`.
 pub fn device_path(index: u32) -> String {
@@ -93,6 +95,15 @@ pub trait Agent1 {
         &self,
         state: &str,
     ) -> zbus::Result<Vec<std::collections::HashMap<String, OwnedValue>>>;
+    /// Up to `limit` (1 to [`TASK_PAGE_MAX`]) tasks in `state` (`""`: all),
+    /// in submission order, from position `from` (0: the first task); and
+    /// the position the next page starts at, 0 once no task is left.
+    fn list_tasks_page(
+        &self,
+        state: &str,
+        from: u64,
+        limit: u32,
+    ) -> zbus::Result<(Vec<std::collections::HashMap<String, OwnedValue>>, u64)>;
     /// The loaded policies: (name, description).
     fn list_policies(&self) -> zbus::Result<Vec<(String, String)>>;
     /// Makes `name` the active policy; queued tasks move to it.
@@ -190,6 +201,30 @@ pub trait Device1 {
     /// `ok`, `drained`, `lost` or `xid N: what`.
     #[zbus(property)]
     fn health(&self) -> zbus::Result<String>;
+}
+
+/// The tasks a client asks `ListTasksPage` for at a time.
+pub const TASK_PAGE: u32 = 1_000;
+
+impl Agent1Proxy<'_> {
+    /// Every task in `state` (`""`: all), in submission order, asked for
+    /// [`TASK_PAGE`] at a time, so that no one answer grows with the
+    /// daemon's history.
+    pub async fn all_tasks(
+        &self,
+        state: &str,
+    ) -> zbus::Result<Vec<std::collections::HashMap<String, OwnedValue>>> {
+        let mut tasks = Vec::new();
+        let mut from = 0;
+        loop {
+            let (page, next) = self.list_tasks_page(state, from, TASK_PAGE).await?;
+            tasks.extend(page);
+            if next == 0 {
+                return Ok(tasks);
+            }
+            from = next;
+        }
+    }
 }
 
 /// The mock backend's fault controls (`org.gpuagent.Mock1`, served only by a

@@ -99,12 +99,17 @@ pub enum Request {
         /// The task.
         reply: Reply<TaskInfo>,
     },
-    /// Tasks in a state (`None`: all), in submission order.
+    /// Up to `limit` tasks in a state (`None`: all), in submission order,
+    /// from position `from`; and the position after them (0: none left).
     ListTasks {
         /// The state.
         state: Option<TaskStatus>,
-        /// The tasks.
-        reply: Reply<Vec<TaskInfo>>,
+        /// The position of the first task to look at (0: the first).
+        from: usize,
+        /// The most tasks to answer.
+        limit: usize,
+        /// The tasks and the next position.
+        reply: Reply<(Vec<TaskInfo>, usize)>,
     },
     /// Loaded policies: (name, description).
     ListPolicies {

@@ -95,14 +95,16 @@ impl Engine {
                 let result = self.find(&id).map(|(task, key)| self.view(task, key));
                 round.reply(reply, result);
             }
-            Request::ListTasks { state, reply } => {
-                let tasks = self
-                    .tasks
-                    .iter()
-                    .map(|(task, key)| self.view(task, key))
-                    .filter(|t| state.is_none_or(|s| s == t.state))
-                    .collect();
-                round.reply(reply, Ok(tasks));
+            Request::ListTasks {
+                state,
+                from,
+                limit,
+                reply,
+            } => {
+                let page = self.tasks.page(from, limit, |task, key| {
+                    Some(self.view(task, key)).filter(|t| state.is_none_or(|s| s == t.state))
+                });
+                round.reply(reply, Ok(page));
             }
             Request::ListPolicies { reply } => {
                 let policies = self

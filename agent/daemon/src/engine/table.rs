@@ -83,6 +83,25 @@ impl TaskTable {
         self.tasks.iter().zip(self.keys.iter().copied())
     }
 
+    /// Up to `limit` tasks that `pick` keeps, looking from position `from`
+    /// in submission order; and the position after the last one looked at,
+    /// 0 when no task is left past it.
+    pub(super) fn page<T>(
+        &self,
+        from: usize,
+        limit: usize,
+        mut pick: impl FnMut(&TaskInfo, Option<TaskKey>) -> Option<T>,
+    ) -> (Vec<T>, usize) {
+        let mut picked = Vec::new();
+        let mut at = from;
+        while at < self.tasks.len() && picked.len() < limit {
+            picked.extend(pick(&self.tasks[at], self.keys[at]));
+            at += 1;
+        }
+        let next = if at < self.tasks.len() { at } else { 0 };
+        (picked, next)
+    }
+
     /// `key` waits for the policy again (a task queued again after its run
     /// was stopped): its next placement is reported.
     pub(super) fn unplace(&mut self, key: TaskKey) {
@@ -161,6 +180,27 @@ mod tests {
         assert!(table.get(2).is_none());
         table.get_mut(0).unwrap().state = TaskStatus::Running;
         assert_eq!(table.find("t2").unwrap().0.state, TaskStatus::Running);
+    }
+
+    #[test]
+    fn pages_resume_where_the_last_one_stopped() {
+        let mut table = TaskTable::default();
+        for id in ["t1", "t2", "t3", "t4", "t5"] {
+            table.admit(task(id));
+        }
+        let id = |t: &TaskInfo, _| Some(t.id.clone());
+        assert_eq!(table.page(0, 2, id), (vec!["t1".into(), "t2".into()], 2));
+        assert_eq!(table.page(2, 2, id), (vec!["t3".into(), "t4".into()], 4));
+        // The last page says no task is left.
+        assert_eq!(table.page(4, 2, id), (vec!["t5".into()], 0));
+        assert_eq!(table.page(3, 2, id), (vec!["t4".into(), "t5".into()], 0));
+        // Past the end: nothing, and nothing left.
+        assert_eq!(table.page(9, 2, id), (Vec::<String>::new(), 0));
+        // A filter looks on until the page is full: odd keys only.
+        let odd = |t: &TaskInfo, k: Option<TaskKey>| k.filter(|k| k % 2 == 1).map(|_| t.id.clone());
+        assert_eq!(table.page(0, 1, odd), (vec!["t2".into()], 2));
+        assert_eq!(table.page(2, 1, odd), (vec!["t4".into()], 4));
+        assert_eq!(table.page(4, 1, odd), (Vec::<String>::new(), 0));
     }
 
     #[test]
