@@ -35,7 +35,7 @@ pub use abi_stable;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.
-pub const ABI_VERSION: &str = "gpu-agent-policy-abi/4";
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/5";
 
 /// A task key: the task's index in [`View::tasks`], stable for the life of the core.
 pub type TaskKey = u64;
@@ -231,17 +231,41 @@ impl Task {
         }
     }
 
-    /// Whether `device` could ever run this task (memory fits, finite run time).
+    /// Whether `device` is online and could run this task alone (memory
+    /// fits, finite run time).
     pub fn fits(&self, device: &Device<'_>) -> bool {
         device.online && device.memory_gb >= self.mem_gb && self.runtime_on(device).is_finite()
     }
+
+    /// Whether `device` could be one of the `g` devices this task runs on at
+    /// once: it [`fits`](Task::fits), and it is no MIG instance unless `g`
+    /// is 1 (a gang never spans MIG devices, [`Device::takes_gang_of`]).
+    pub fn fits_as(&self, device: &Device<'_>, g: u32) -> bool {
+        self.fits(device) && device.takes_gang_of(g)
+    }
+}
+
+/// Where a MIG instance lies on its GPU (mig.md §6.1).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
+pub struct MigInstance<'a> {
+    /// The index of the physical GPU it is part of. That GPU is in the view
+    /// too, `online: false` while it is split (it takes no placement itself).
+    pub parent: u32,
+    /// The GPU-instance profile's name, e.g. `3g.20gb`.
+    pub profile: RStr<'a>,
+    /// Its placement start: the first memory slice it occupies (0..8).
+    pub start: u32,
+    /// Compute slices it holds (of 7): its share of the parent's speed.
+    pub compute_slices: u32,
 }
 
 /// One schedulable device (a GPU or a MIG instance) and its local queue.
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug)]
 pub struct Device<'a> {
-    /// Device index (host description order).
+    /// Device index: the physical GPUs first (host description order), then
+    /// MIG instances (by GPU, then start). Indices are never reused.
     pub index: u32,
     /// Catalogue model name.
     pub model: RStr<'a>,
@@ -265,6 +289,19 @@ pub struct Device<'a> {
     /// The power coefficients of the built-in `default` profile on it (a task
     /// whose [`AppModel::power`] is `None` draws these).
     pub default_power: PowerModel,
+    /// `Some` for a MIG instance. A MIG instance runs single-device tasks
+    /// only: a placement on several devices never names one (the agent
+    /// refuses that as a policy fault), and its clocks are its GPU's, so its
+    /// `clock_range` is the default point.
+    pub mig: ROption<MigInstance<'a>>,
+}
+
+impl Device<'_> {
+    /// Whether it may be one of `g` devices of one placement: any device
+    /// alone, only whole GPUs in a gang (a CUDA process uses one MIG device).
+    pub fn takes_gang_of(&self, g: u32) -> bool {
+        g <= 1 || self.mig.is_none()
+    }
 }
 
 /// A borrowed view of the scheduler core.
@@ -878,6 +915,7 @@ mod tests {
                 gamma: 12.0,
                 c: 48.0,
             },
+            mig: ROption::RNone,
         }
     }
 
@@ -905,6 +943,24 @@ mod tests {
         assert!(!task(vec![7.0, f64::INFINITY]).fits(&device(1, 2.0, 40.0)));
         assert!(!task(vec![]).fits(&device(0, 1.0, 15.0)));
         assert!(task(vec![]).fits(&device(0, 1.0, 16.0)));
+    }
+
+    #[test]
+    fn a_mig_instance_runs_alone_never_in_a_gang() {
+        let whole = device(0, 1.0, 40.0);
+        let mig = Device {
+            mig: ROption::RSome(MigInstance {
+                parent: 0,
+                profile: RStr::from_str("3g.20gb"),
+                start: 4,
+                compute_slices: 3,
+            }),
+            ..device(1, 3.0 / 7.0, 19.5)
+        };
+        let t = task(vec![]);
+        assert!(t.fits_as(&mig, 1) && t.fits_as(&whole, 1));
+        assert!(!t.fits_as(&mig, 2) && t.fits_as(&whole, 2));
+        assert!(mig.takes_gang_of(1) && !mig.takes_gang_of(2) && whole.takes_gang_of(8));
     }
 
     #[test]

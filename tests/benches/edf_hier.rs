@@ -63,6 +63,7 @@ fn device(rng: &mut Rng, index: u32) -> Device<'static> {
             gamma: 0.0,
             c: 0.0,
         },
+        mig: ROption::RNone,
     }
 }
 

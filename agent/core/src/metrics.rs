@@ -89,9 +89,11 @@ pub struct Completed {
 }
 
 /// GPU energy over the span `to - from` (J): `busy_j` measured or modelled
-/// while tasks ran, plus each device's catalogue idle power over the rest of
-/// the span (`busy_s[i]`: seconds device `i` was busy); no overhead (one
-/// host never turns a GPU off).
+/// while tasks ran, plus each device's catalogue idle power (times its
+/// [`power_share`](DeviceSpec::power_share): a MIG instance draws its share,
+/// a split GPU nothing of its own) over the rest of the span (`busy_s[i]`:
+/// seconds device `i` was busy); no overhead (one host never turns a GPU
+/// off).
 pub fn energy_with_idle(
     devices: &[DeviceSpec],
     busy_s: &[f64],
@@ -102,7 +104,7 @@ pub fn energy_with_idle(
     let idle_j: f64 = devices
         .iter()
         .zip(busy_s)
-        .map(|(d, busy)| d.model.idle_w * ((to - from) - busy).max(0.0))
+        .map(|(d, busy)| d.model.idle_w * d.power_share() * ((to - from) - busy).max(0.0))
         .sum();
     EnergySplit {
         run_j: busy_j,

@@ -133,6 +133,40 @@ pub struct Request {
     pub start: Option<u32>,
 }
 
+impl Request {
+    /// Reads `PROFILE` or `PROFILE@START` (e.g. `3g.20gb@4`; the host file's
+    /// and `Decision::MigLayout`'s spelling, mig.md §6.1, §6.4) against
+    /// `table`: the profile must be one of its names, the start one of the
+    /// profile's placements.
+    pub fn parse(table: &'static MigTable, text: &str) -> Result<Request, String> {
+        let (name, start) = match text.split_once('@') {
+            None => (text, None),
+            Some((name, start)) => match start.parse::<u32>() {
+                Ok(s) => (name, Some(s)),
+                Err(_) => {
+                    return Err(format!(
+                        "expected PROFILE or PROFILE@START (START: the first memory slice, a number), got {text:?}"
+                    ))
+                }
+            },
+        };
+        let Some(profile) = table.profile_named(name) else {
+            let names: Vec<&str> = table.profiles.iter().map(|p| p.name).collect();
+            return Err(format!(
+                "unknown MIG profile {name:?}; this model's: {}",
+                names.join(", ")
+            ));
+        };
+        if let Some(start) = start {
+            let instance = Instance { profile, start };
+            if !profile.placement_starts.contains(&start) {
+                return Err(LayoutError::Start(instance).to_string());
+            }
+        }
+        Ok(Request { profile, start })
+    }
+}
+
 /// Places `requests` on an empty GPU: largest first (memory, then compute,
 /// fixed starts before free ones), each at its lowest free start, backtracking
 /// when a later one finds no room. `None` iff no valid layout holds them all.
@@ -166,6 +200,32 @@ pub fn place_all(table: &MigTable, profiles: &[&'static MigProfile]) -> Option<L
         })
         .collect();
     place(table, &requests)
+}
+
+/// Places `requests` as [`place`] does, or says why no valid layout holds
+/// them: a profile over its count, or (the message names them all) no
+/// disjoint placement.
+pub fn place_or_explain(table: &MigTable, requests: &[Request]) -> Result<Layout, String> {
+    if let Some(p) = table
+        .profiles
+        .iter()
+        .find(|p| requests.iter().filter(|r| r.profile.id == p.id).count() as u32 > p.max_count)
+    {
+        return Err(LayoutError::Count(p).to_string());
+    }
+    place(table, requests).ok_or_else(|| {
+        let asked: Vec<String> = requests
+            .iter()
+            .map(|r| match r.start {
+                Some(s) => format!("{}@{s}", r.profile.name),
+                None => r.profile.name.to_string(),
+            })
+            .collect();
+        format!(
+            "{} cannot all be placed on one GPU: no layout gives each its own memory slices at a valid start",
+            asked.join(", ")
+        )
+    })
 }
 
 fn place_from(table: &MigTable, order: &[Request], next: usize, layout: &mut Layout) -> bool {
@@ -461,6 +521,46 @@ mod tests {
 
     fn named(table: &'static MigTable, name: &str) -> &'static MigProfile {
         table.profiles.iter().find(|p| p.name == name).unwrap()
+    }
+
+    #[test]
+    fn requests_read_profile_and_start_and_place_or_say_why_not() {
+        let parse = |text: &str| Request::parse(&A100_40GB, text);
+        let layout = |texts: &[&str]| {
+            let requests: Vec<Request> = texts.iter().map(|t| parse(t).unwrap()).collect();
+            place_or_explain(&A100_40GB, &requests)
+                .map(|l| l.iter().map(Instance::to_string).collect::<Vec<_>>())
+        };
+        // First fit would put 3g at 0 and strand the second 2g: it backtracks.
+        assert_eq!(
+            layout(&["3g.20gb", "2g.10gb", "2g.10gb"]).unwrap(),
+            ["2g.10gb@0", "2g.10gb@2", "3g.20gb@4"]
+        );
+        assert_eq!(
+            layout(&["1g.5gb@6", "4g.20gb"]).unwrap(),
+            ["4g.20gb@0", "1g.5gb@6"]
+        );
+        assert_eq!(
+            parse("3g.40gb").unwrap_err(),
+            "unknown MIG profile \"3g.40gb\"; this model's: 1g.5gb, 1g.5gb+me, 1g.10gb, \
+             2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+        );
+        assert_eq!(
+            parse("3g.20gb@2").unwrap_err(),
+            "3g.20gb cannot start at memory slice 2 (valid starts: 0, 4)"
+        );
+        assert_eq!(
+            parse("3g.20gb@x").unwrap_err(),
+            "expected PROFILE or PROFILE@START (START: the first memory slice, a number), got \"3g.20gb@x\""
+        );
+        assert_eq!(
+            layout(&["3g.20gb", "3g.20gb", "3g.20gb"]).unwrap_err(),
+            "3g.20gb: at most 2 instance(s)"
+        );
+        assert_eq!(
+            layout(&["4g.20gb", "3g.20gb@0"]).unwrap_err(),
+            "4g.20gb, 3g.20gb@0 cannot all be placed on one GPU: no layout gives each its own memory slices at a valid start"
+        );
     }
 
     #[test]

@@ -191,6 +191,7 @@ mod tests {
             memory_gb: 16.0,
             speed,
             cost_per_hour: 0.0,
+            partition: crate::host::Partition::Whole,
         };
         let task = TaskSpec {
             id: "t".into(),

@@ -394,6 +394,7 @@ mod tests {
                 memory_gb: 16.0,
                 speed: 1.0,
                 cost_per_hour: 0.0,
+                partition: gpu_agent_core::host::Partition::Whole,
             }],
         };
         let clock = Arc::new(gpu_agent_backend::mock::VirtualClock::new());

@@ -33,7 +33,11 @@ use gpu_agent_backend::{
     mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend, ModelledLoad,
 };
 use gpu_agent_core::policy::PolicyInstance;
-use gpu_agent_core::{apps::AppLibrary, catalogue, host::DeviceSpec};
+use gpu_agent_core::{
+    apps::AppLibrary,
+    catalogue,
+    host::{DeviceSpec, Partition},
+};
 use gpu_agent_dbus::{device_path, parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
 use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
@@ -346,6 +350,7 @@ fn inventory(backend: &dyn GpuBackend) -> Result<Vec<DeviceSpec>, DaemonError> {
                 memory_gb: model.memory_gb,
                 speed: 1.0,
                 cost_per_hour: 0.0,
+                partition: Partition::Whole,
             })
         })
         .collect()

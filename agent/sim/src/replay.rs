@@ -6,7 +6,8 @@
 //! modelled time, or, with the trace's `actual` column, `actual / workload`
 //! times it while the core plans with the estimate (and hears of an overrun
 //! at the expected end, as the daemon's core does); it draws the DVFS model's power for its app at its clocks, and an idle device
-//! draws its catalogue idle power.
+//! draws its catalogue idle power (a MIG instance: compute slices / 7 of
+//! both, its GPU drawing nothing of its own).
 
 use std::collections::HashSet;
 
@@ -260,7 +261,8 @@ fn replay(
         trace.tasks.len(),
         run.rejected,
         &run.completed,
-        host.devices.len(),
+        // A split GPU runs nothing itself: its MIG instances are the devices.
+        host.devices.iter().filter(|d| d.schedulable()).count(),
         energy,
     );
     Ok(Outcome {
@@ -327,10 +329,11 @@ impl Run<'_> {
                     self.dvfs |= clocks != Clocks::DEFAULT;
                     let dvfs = core.dvfs(task);
                     for &d in &devices {
-                        let model = self.host.devices[d as usize].model;
+                        let device = &self.host.devices[d as usize];
+                        let (model, share) = (device.model, device.power_share());
                         self.busy_s[d as usize] += runtime;
                         let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
-                        let power = power_w(&t.app, model, clocks);
+                        let power = power_w(&t.app, model, clocks) * share;
                         self.schedule.push(ScheduleRow {
                             id: t.id.to_string(),
                             gpu: d,
@@ -342,7 +345,9 @@ impl Run<'_> {
                             clocks,
                             runtime: planned,
                             power_w: power,
-                            default_energy_j: power_w(&t.app, model, Clocks::DEFAULT) * runtime
+                            default_energy_j: power_w(&t.app, model, Clocks::DEFAULT)
+                                * share
+                                * runtime
                                 / t.app.time_factor(clocks),
                             dvfs,
                         });

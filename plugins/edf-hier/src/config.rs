@@ -45,9 +45,23 @@ pub fn usable(view: &View<'_>, task: &Task, devices: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-/// Whether one of `task`'s device counts is at most `n`.
-pub fn holds(task: &Task, n: usize) -> bool {
-    task.gpu_counts().any(|g| g as usize <= n)
+/// Whether `usable` (devices that can hold `task`) hold one of its device
+/// counts: g of them that may form a gang of g (no MIG instance in a gang).
+pub fn holds(view: &View<'_>, task: &Task, usable: &[u32]) -> bool {
+    task.gpu_counts()
+        .any(|g| gang_members(view, usable, g).count() >= g as usize)
+}
+
+/// The devices of `devices` that may be one of `g` devices of a placement.
+fn gang_members<'v>(
+    view: &'v View<'_>,
+    devices: &'v [u32],
+    g: u32,
+) -> impl Iterator<Item = u32> + 'v {
+    devices
+        .iter()
+        .copied()
+        .filter(move |&j| view.devices[j as usize].takes_gang_of(g))
 }
 
 /// `task`'s configurations on `usable` (devices that can hold it, at least as
@@ -55,8 +69,9 @@ pub fn holds(task: &Task, n: usize) -> bool {
 ///
 /// The devices are ordered by (release, the task's run time there, cost per
 /// hour, index); for each count g (`gpus`, then `alt_gpus`) that they allow,
-/// that order is cut into consecutive blocks of g devices (a shorter remainder
-/// is dropped), each block one configuration. The blocks are taken
+/// that order, less the MIG instances when g > 1, is cut into consecutive
+/// blocks of g devices (a shorter remainder is dropped), each block one
+/// configuration. The blocks are taken
 /// round-robin over the counts (the first block of every count, then the
 /// second, ...) until `max_configs` are taken. Blocks never overlap within a
 /// count, so tasks of one group can run side by side.
@@ -77,16 +92,23 @@ pub fn candidate(
             .then(da.cost_per_hour.total_cmp(&db.cost_per_hour))
             .then(a.cmp(&b))
     });
-    let counts: Vec<usize> = task
+    // Per count, the order it cuts into blocks.
+    let counts: Vec<(usize, Vec<u32>)> = task
         .gpu_counts()
-        .map(|g| g as usize)
-        .filter(|&g| g <= order.len())
+        .map(|g| {
+            (
+                g as usize,
+                gang_members(view, &order, g).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(g, members)| *g <= members.len())
         .collect();
     let factor = task.app.time_factor(Clocks::DEFAULT);
     let mut configs = Vec::new();
     'rounds: for round in 0.. {
         let mut any = false;
-        for &g in &counts {
+        for (g, order) in &counts {
+            let g = *g;
             let Some(block) = order.chunks_exact(g).nth(round) else {
                 continue;
             };
@@ -184,8 +206,8 @@ mod tests {
         t.alt_gpus = vec![1].into();
         f.tasks.push(t);
         let view = f.view();
-        assert!(holds(view.task(0), 2));
-        assert!(!holds(view.task(0), 0));
+        assert!(holds(&view, view.task(0), &[0, 1]));
+        assert!(!holds(&view, view.task(0), &[]));
         let c = candidate(&view, view.task(0), &[0, 1], |_| 0.0, 8);
         let sets: Vec<Vec<u32>> = c.configs.iter().map(|c| c.devices.clone()).collect();
         assert_eq!(sets, [vec![0], vec![1]]);

@@ -94,7 +94,7 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
             let task = view.task(key);
             match (0..groups.len())
                 .map(|d| (g + d) % groups.len())
-                .find(|&h| holds(task, usable(view, task, &groups[h]).len()))
+                .find(|&h| holds(view, task, &usable(view, task, &groups[h])))
             {
                 Some(h) => members[h].push((pos, key)),
                 None => spanning.push((pos, key)),
@@ -128,7 +128,7 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
     for (_, key) in spanning {
         let task = view.task(key);
         let devices = usable(view, task, &host);
-        if busy_now(&timeline, &host) || !holds(task, devices.len()) {
+        if busy_now(&timeline, &host) || !holds(view, task, &devices) {
             continue;
         }
         let c = candidate(

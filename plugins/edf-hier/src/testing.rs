@@ -23,6 +23,7 @@ pub fn device(index: u32, speed: f64, cost_per_hour: f64) -> Device<'static> {
             gamma: 0.0,
             c: 0.0,
         },
+        mig: ROption::RNone,
     }
 }
 

@@ -240,7 +240,11 @@ impl PolicyImpl for Edl {
 /// A gang task at default clocks on the `gpus` devices that can hold it and
 /// are free first (lowest index on ties); `None` while too few can.
 fn gang(view: &View<'_>, task: &Task, end: &mut [f64]) -> Option<Decision> {
-    let mut devs: Vec<&Device<'_>> = view.devices.iter().filter(|d| task.fits(d)).collect();
+    let mut devs: Vec<&Device<'_>> = view
+        .devices
+        .iter()
+        .filter(|d| task.fits_as(d, task.gpus))
+        .collect();
     if devs.len() < task.gpus as usize {
         return None;
     }

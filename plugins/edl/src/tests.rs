@@ -31,6 +31,7 @@ fn device(index: u32, available_at: f64, clock_range: ClockRange) -> Device<'sta
             gamma: 12.0,
             c: 48.0,
         },
+        mig: ROption::RNone,
     }
 }
 

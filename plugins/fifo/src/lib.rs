@@ -4,7 +4,8 @@
 //! order). Each goes to the valid device with the earliest start
 //! max(a_i, avail_j), ties to the lowest device index, at the end of that
 //! device's local queue. A gang task of k GPUs takes the k valid devices that
-//! come first by (start, index) and starts on all of them when the last is free.
+//! come first by (start, index) and starts on all of them when the last is free;
+//! a gang never takes a MIG instance.
 //!
 //! The agent also links this crate as its built-in fallback order.
 
@@ -44,7 +45,7 @@ impl PolicyImpl for Fifo {
                 let mut valid: Vec<usize> = view
                     .devices
                     .iter()
-                    .filter(|d| task.fits(d))
+                    .filter(|d| task.fits_as(d, task.gpus))
                     .map(|d| d.index as usize)
                     .collect();
                 if valid.len() < k {

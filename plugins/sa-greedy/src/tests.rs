@@ -41,6 +41,7 @@ fn device(index: u32, running: Option<TaskKey>, available_at: f64) -> Device<'st
             gamma: 0.0,
             c: 0.0,
         },
+        mig: ROption::RNone,
     }
 }
 

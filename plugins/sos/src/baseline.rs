@@ -70,7 +70,8 @@ impl Baseline {
             .iter()
             .map(|d| {
                 let runtime = task.runtime_on(d);
-                let holds = d.memory_gb >= task.mem_gb && runtime.is_finite();
+                let holds =
+                    d.memory_gb >= task.mem_gb && runtime.is_finite() && d.takes_gang_of(task.gpus);
                 ever += usize::from(holds);
                 let p = if runtime.is_finite() {
                     round_to_u8(runtime / self.tick_s).max(1)

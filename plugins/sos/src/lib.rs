@@ -209,7 +209,7 @@ impl Sos {
         let task = view.task(key);
         let now = view.now;
         self.costs.clear();
-        for d in view.devices.iter().filter(|d| task.fits(d)) {
+        for d in view.devices.iter().filter(|d| task.fits_as(d, task.gpus)) {
             let p = task.runtime_on(d);
             let cost = self.schedules[d.index as usize].cost(key, task.weight, p, now);
             self.costs.push(Candidate {

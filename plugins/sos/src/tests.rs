@@ -59,6 +59,7 @@ impl World {
                     gamma: 0.0,
                     c: 0.0,
                 },
+                mig: ROption::RNone,
             })
             .collect();
         let pending: Vec<TaskKey> = self

@@ -137,10 +137,23 @@ impl Core {
             if devices[..i].contains(&d) {
                 return Err(format!("placed task {} twice on device {d}", t.id));
             }
+            if !slot.spec.schedulable() {
+                return Err(format!(
+                    "placed task {} on device {d}, a GPU split into MIG instances (its instances are the devices)",
+                    t.id
+                ));
+            }
             if !slot.online {
                 return Err(format!(
                     "placed task {} on device {d}, which is offline",
                     t.id
+                ));
+            }
+            if count > 1 && slot.spec.mig().is_some() {
+                return Err(format!(
+                    "placed gang task {} on MIG device {d} ({}): a gang never spans MIG devices",
+                    t.id,
+                    slot.spec.label()
                 ));
             }
             if !t.fits(view) {

@@ -18,7 +18,14 @@
 //!   lost or placed twice;
 //! - an offline device gets no placement: its local queue goes back to the
 //!   pending queue when it goes offline, and a decision that names it is
-//!   refused, until [`Input::Online`] brings it back.
+//!   refused, until [`Input::Online`] brings it back;
+//! - MIG (mig.md §6.1): a GPU split into MIG instances keeps its index but is
+//!   offline for good (its instances are the devices); a MIG instance runs
+//!   tasks alone, never as part of a gang. A task whose gang needs more
+//!   whole GPUs than the host has is rejected before the policy sees it, so
+//!   a correct policy can always avoid naming a MIG device in a gang (the
+//!   view's `Device::mig` says which are), and a decision that does is a
+//!   policy fault.
 
 mod decide;
 mod pending;
@@ -140,7 +147,8 @@ pub enum Input {
     },
     /// `device` is back: placements on it are accepted again, and the
     /// policy hears [`Event::DeviceChanged`]. Nothing happens for a device
-    /// already online.
+    /// already online, or for a GPU split into MIG instances (it is never
+    /// a device itself).
     Online {
         /// The device.
         device: u32,
@@ -199,9 +207,13 @@ pub struct Core {
     slots: Vec<Slot>,
     /// The policies' device views, refreshed in place at each call.
     views: Views,
-    /// Device memories, ascending (to count the devices a task fits).
+    /// Schedulable device memories, ascending (to count the devices a task
+    /// fits).
     memories: Vec<f64>,
-    /// The slowest device's speed.
+    /// The same for the devices that may be part of a gang (not MIG
+    /// instances).
+    gang_memories: Vec<f64>,
+    /// The slowest schedulable device's speed.
     min_speed: f64,
     tasks: Vec<Task>,
     placements: Vec<Option<Placement>>,
@@ -223,11 +235,26 @@ impl Core {
         let slots: Vec<Slot> = devices
             .into_iter()
             .map(|spec| Slot {
-                clock_range: spec.model.clock_range(),
-                default_power: crate::apps::power_model(
-                    &gpu_agent_plugin_api::AppModel::builtin_default(),
-                    spec.model,
-                ),
+                // A MIG instance's clocks are its GPU's, shared with the other
+                // instances: none of them sets clocks.
+                clock_range: if spec.mig().is_some() {
+                    ClockRange::DEFAULT_ONLY
+                } else {
+                    spec.model.clock_range()
+                },
+                default_power: {
+                    let p = crate::apps::power_model(
+                        &gpu_agent_plugin_api::AppModel::builtin_default(),
+                        spec.model,
+                    );
+                    let share = spec.power_share();
+                    PowerModel {
+                        p0: p.p0 * share,
+                        gamma: p.gamma * share,
+                        c: p.c * share,
+                    }
+                },
+                online: spec.schedulable(),
                 spec,
                 running: None,
                 running_until: 0.0,
@@ -237,16 +264,24 @@ impl Core {
                 projected_free: 0.0,
                 touched: false,
                 view_stale: true,
-                online: true,
             })
             .collect();
-        let mut memories: Vec<f64> = slots.iter().map(|s| s.spec.memory_gb).collect();
-        memories.sort_by(f64::total_cmp);
+        let memories = |gang: bool| {
+            let mut m: Vec<f64> = slots
+                .iter()
+                .filter(|s| s.spec.schedulable() && !(gang && s.spec.mig().is_some()))
+                .map(|s| s.spec.memory_gb)
+                .collect();
+            m.sort_by(f64::total_cmp);
+            m
+        };
         Core {
             views: Views::new(&slots),
-            memories,
+            memories: memories(false),
+            gang_memories: memories(true),
             min_speed: slots
                 .iter()
+                .filter(|s| s.spec.schedulable())
                 .map(|s| s.spec.speed)
                 .fold(f64::INFINITY, f64::min),
             slots,
@@ -358,7 +393,8 @@ impl Core {
             }
             Input::Offline { device, interrupt } => self.offline(device, interrupt, &mut actions),
             Input::Online { device } => {
-                if !self.slots[device as usize].online {
+                let slot = &self.slots[device as usize];
+                if !slot.online && slot.spec.schedulable() {
                     self.slots[device as usize].online = true;
                     self.touch(device);
                     self.consult(Event::DeviceChanged { device }, &mut actions);
@@ -456,31 +492,47 @@ impl Core {
     /// Why no set of devices could ever hold `task`, if none could.
     fn unschedulable(&self, task: &Task) -> Option<String> {
         let need = task.gpus as usize;
-        if need > self.slots.len() {
+        // A gang never spans MIG instances (mig.md §6.1).
+        let memories = if need > 1 {
+            &self.gang_memories
+        } else {
+            &self.memories
+        };
+        if need > memories.len() {
+            let split = if memories.len() < self.memories.len() {
+                " not split into MIG instances (a gang never spans MIG devices)"
+            } else {
+                ""
+            };
             return Some(format!(
-                "needs {need} GPUs at once; the host has {}",
-                self.slots.len()
+                "needs {need} GPUs at once; the host has {}{split}",
+                memories.len()
             ));
         }
-        let largest = self.memories.last().copied().unwrap_or(0.0);
+        let largest = memories.last().copied().unwrap_or(0.0);
         if task.mem_gb > largest {
             return Some(format!(
-                "needs {} GB; the largest device has {largest} GB",
-                task.mem_gb
+                "needs {} GB; the largest device{} has {largest} GB",
+                task.mem_gb,
+                if need > 1 { " a gang may use" } else { "" }
             ));
         }
         let fitting = if task.runtimes.is_empty() && (task.workload / self.min_speed).is_finite() {
             // Every device runs it in finite time: those with the memory qualify.
-            self.memories.len() - self.memories.partition_point(|&m| m < task.mem_gb)
+            memories.len() - memories.partition_point(|&m| m < task.mem_gb)
         } else {
             // The host's shape: a device offline now may come back.
             self.slots
                 .iter()
                 .filter(|s| {
-                    task.fits(&Device {
-                        online: true,
-                        ..slot_view(s, self.now)
-                    })
+                    s.spec.schedulable()
+                        && task.fits_as(
+                            &Device {
+                                online: true,
+                                ..slot_view(s, self.now)
+                            },
+                            task.gpus,
+                        )
                 })
                 .count()
         };
@@ -505,8 +557,9 @@ impl Core {
             .iter()
             .filter(|&&k| {
                 let task = &self.tasks[k as usize];
-                let fitting = views.iter().filter(|d| task.fits(d)).count() as u32;
-                !task.gpu_counts().any(|g| g <= fitting)
+                !task
+                    .gpu_counts()
+                    .any(|g| views.iter().filter(|d| task.fits_as(d, g)).count() >= g as usize)
             })
             .count()
     }
@@ -758,6 +811,7 @@ pub(crate) fn slot_view(s: &Slot, now: f64) -> Device<'_> {
         available_at: s.projected_free.max(now),
         clock_range: s.clock_range,
         default_power: s.default_power,
+        mig: s.spec.mig_view(),
     }
 }
 

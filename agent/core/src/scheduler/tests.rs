@@ -785,3 +785,151 @@ fn a_dvfs_note_is_kept_for_a_placed_task_and_refused_for_a_pending_one() {
         Some("described the clocks of task key 0, which is not placed")
     );
 }
+
+/// Two A100-SXM4-40GB at speed 2, GPU 1 split into 2g.10gb ×2 and 3g.20gb
+/// (first fit with backtracking puts them at 0, 2 and 4): devices 0 (whole),
+/// 1 (split), 2 `1/mig/2g.10gb@0`, 3 `1/mig/2g.10gb@2`, 4 `1/mig/3g.20gb@4`.
+fn mig_core(
+    f: impl FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
+) -> Core {
+    use crate::placement::{place_or_explain, Request};
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let mut gpus = Host::of_models([a100, a100]).devices;
+    for g in &mut gpus {
+        g.speed = 2.0;
+    }
+    let table = a100.mig.unwrap();
+    let requests: Vec<Request> = ["3g.20gb", "2g.10gb", "2g.10gb"]
+        .iter()
+        .map(|t| Request::parse(table, t).unwrap())
+        .collect();
+    let layout = place_or_explain(table, &requests).unwrap();
+    Core::new(
+        Host::partitioned(gpus, &[(1, layout)]).devices,
+        PolicyInstance {
+            name: "scripted".into(),
+            policy: guard(Scripted(f)),
+        },
+    )
+}
+
+fn rejection(actions: &[Action]) -> Option<&str> {
+    actions.iter().find_map(|a| match a {
+        Action::Reject { reason, .. } => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
+#[test]
+fn mig_instances_are_devices_with_their_profiles_memory_and_a_share_of_speed() {
+    use std::sync::{Arc, Mutex};
+    type Seen = (u32, f64, f64, bool, Option<(u32, String, u32, u32)>, bool);
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let out = seen.clone();
+    let mut core = mig_core(move |view, _| {
+        *out.lock().unwrap() = view
+            .devices
+            .iter()
+            .map(|d| {
+                (
+                    d.index,
+                    d.memory_gb,
+                    d.speed,
+                    d.online,
+                    d.mig
+                        .into_option()
+                        .map(|m| (m.parent, m.profile.to_string(), m.start, m.compute_slices)),
+                    d.clock_range == gpu_agent_plugin_api::ClockRange::DEFAULT_ONLY,
+                )
+            })
+            .collect();
+        Ok(Vec::new())
+    });
+    core.submit(0.0, spec("a", 0.0, 1.0));
+    let mig = |p: &str, s| Some((1, p.to_string(), s, if p == "3g.20gb" { 3 } else { 2 }));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (0, 40.0, 2.0, true, None, false),
+            (1, 40.0, 2.0, false, None, false),
+            (2, 9.625, 2.0 * 2.0 / 7.0, true, mig("2g.10gb", 0), true),
+            (3, 9.625, 2.0 * 2.0 / 7.0, true, mig("2g.10gb", 2), true),
+            (4, 19.5, 2.0 * 3.0 / 7.0, true, mig("3g.20gb", 4), true),
+        ]
+    );
+    // The split GPU never comes online: its instances are the devices.
+    assert!(core.handle(1.0, Input::Online { device: 1 }).is_empty());
+    assert!(!core.online(1));
+}
+
+#[test]
+fn a_task_no_instance_or_whole_gpu_can_hold_is_rejected_with_its_reason() {
+    let mut core = mig_core(|_, _| Ok(Vec::new()));
+    let big = TaskSpec {
+        mem_gb: 41.0,
+        ..spec("big", 0.0, 1.0)
+    };
+    let (_, actions) = core.submit(0.0, big);
+    assert_eq!(
+        rejection(&actions),
+        Some("needs 41 GB; the largest device has 40 GB")
+    );
+    // Three GPUs at once: one whole GPU is left for gangs.
+    let gang = TaskSpec {
+        gpus: 2,
+        ..spec("gang", 0.0, 1.0)
+    };
+    let (_, actions) = core.submit(0.0, gang);
+    assert_eq!(
+        rejection(&actions),
+        Some(
+            "needs 2 GPUs at once; the host has 1 not split into MIG instances \
+             (a gang never spans MIG devices)"
+        )
+    );
+}
+
+#[test]
+fn a_gang_on_a_mig_device_or_a_split_gpu_is_a_policy_fault() {
+    // A host with two whole GPUs beside the split one.
+    use crate::placement::{place_or_explain, Request};
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let table = a100.mig.unwrap();
+    let layout = place_or_explain(table, &[Request::parse(table, "7g.40gb").unwrap()]).unwrap();
+    let devices = Host::partitioned(Host::of_models([a100; 3]).devices, &[(2, layout)]).devices;
+    let policy = |devices: &'static [u32]| PolicyInstance {
+        name: "scripted".into(),
+        policy: guard(Scripted(move |view: &View<'_>, _: &Event| {
+            Ok(view
+                .pending
+                .iter()
+                .map(|&k| assign(k, devices, None, None))
+                .collect())
+        })),
+    };
+    let gang = TaskSpec {
+        gpus: 2,
+        ..spec("g", 0.0, 4.0)
+    };
+    let mut core = Core::new(devices.clone(), policy(&[0, 3]));
+    let (key, actions) = core.submit(0.0, gang.clone());
+    assert_eq!(
+        fault(&actions),
+        Some(
+            "placed gang task g on MIG device 3 (2/mig/7g.40gb@0): a gang never spans MIG devices"
+        )
+    );
+    // The fallback keeps the gang on whole GPUs.
+    assert_eq!(starts(&actions), vec![(key, vec![0, 1], 4.0)]);
+    let mut core = Core::new(devices.clone(), policy(&[2]));
+    let (_, actions) = core.submit(0.0, spec("s", 0.0, 4.0));
+    assert_eq!(
+        fault(&actions),
+        Some("placed task s on device 2, a GPU split into MIG instances (its instances are the devices)")
+    );
+    // Alone, a task may run on a MIG instance.
+    let mut core = Core::new(devices, policy(&[3]));
+    let (key, actions) = core.submit(0.0, spec("m", 0.0, 4.0));
+    assert_eq!(fault(&actions), None);
+    assert_eq!(starts(&actions), vec![(key, vec![3], 4.0)]);
+}

@@ -36,6 +36,7 @@ impl Views {
                 available_at: 0.0,
                 clock_range: s.clock_range,
                 default_power: s.default_power,
+                mig: s.spec.mig_view(),
             })
             .collect();
         Views { devices }

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use gpu_agent_core::catalogue;
-use gpu_agent_core::host::{DeviceSpec, Host};
+use gpu_agent_core::catalogue::{self, GpuModel};
+use gpu_agent_core::host::{DeviceSpec, Host, Partition};
+use gpu_agent_core::placement::{place_or_explain, Layout, Request};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -53,6 +54,7 @@ struct RawGpu {
     speed: Spanned<f64>,
     mem_gb: Option<Spanned<f64>>,
     cost_per_hour: Option<Spanned<f64>>,
+    mig: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// Reads and checks the description of one host (the node agent's, the
@@ -62,7 +64,24 @@ pub fn load(path: &Path) -> Result<Host, InputError> {
 }
 
 /// Parses the description of one host; `path` only names it in errors.
+/// A `mig` layout is refused: the daemon's mock GPUs start with MIG off, and
+/// the agent changes layouts itself (mig.md §6.3), not from this file.
 pub fn parse(path: &Path, text: &str) -> Result<Host, InputError> {
+    let raw: RawHost = parse_toml(path, text)?;
+    if let Some((i, mig)) = raw
+        .gpu
+        .iter()
+        .enumerate()
+        .find_map(|(i, g)| g.mig.as_ref().map(|m| (i, m)))
+    {
+        return Err(InputError::at(
+            path,
+            Some(line_of(text, mig.span().start)),
+            Some(format!("gpu[{i}].mig")),
+            "a MIG layout in the host file is read only by `gpuctl simulate`; \
+             the agent's mock GPUs start with MIG off (remove mig)",
+        ));
+    }
     match parse_with_cluster(path, text)? {
         (host, None) => Ok(host),
         (_, Some(cluster)) => Err(InputError::at(
@@ -96,6 +115,7 @@ pub fn parse_with_cluster(
         ));
     }
     let mut devices = Vec::new();
+    let mut layouts: Vec<(u32, Layout)> = Vec::new();
     for (i, gpu) in raw.gpu.iter().enumerate() {
         let err = |span: std::ops::Range<usize>, key: &str, msg: String| {
             InputError::at(
@@ -157,6 +177,22 @@ pub fn parse_with_cluster(
                 ))
             }
         };
+        let layout = match &gpu.mig {
+            None => None,
+            Some(mig) => {
+                if let Some(m) = &gpu.mem_gb {
+                    return Err(err(
+                        m.span(),
+                        "mem_gb",
+                        "mem_gb and mig exclude each other: a MIG instance has its profile's memory"
+                            .into(),
+                    ));
+                }
+                Some(mig_layout(model, mig, |span, key, msg| {
+                    err(span, &format!("mig{key}"), msg)
+                })?)
+            }
+        };
         for _ in 0..count {
             let index = devices.len() as u32;
             devices.push(DeviceSpec {
@@ -165,15 +201,69 @@ pub fn parse_with_cluster(
                 memory_gb,
                 speed,
                 cost_per_hour,
+                partition: Partition::Whole,
             });
+            if let Some(layout) = &layout {
+                layouts.push((index, layout.clone()));
+            }
         }
     }
-    let host = Host { devices };
+    let host = Host::partitioned(devices, &layouts);
     let cluster = match &raw.cluster {
         None => None,
         Some(c) => Some(cluster(path, text, &raw, c.get_ref(), &host)?),
     };
     Ok((host, cluster))
+}
+
+/// The layout a `mig = [...]` list asks for on a GPU of `model` (mig.md
+/// §6.1: profile names with an optional `@start`, the rest placed first fit
+/// decreasing on the placement tree, §4.5); `err` makes an error of a span,
+/// a key suffix (`""` or `[k]`) and a message.
+fn mig_layout(
+    model: &GpuModel,
+    mig: &Spanned<Vec<Spanned<String>>>,
+    err: impl Fn(std::ops::Range<usize>, &str, String) -> InputError,
+) -> Result<Layout, InputError> {
+    let Some(table) = model.mig else {
+        let capable: Vec<&str> = catalogue::CATALOGUE
+            .iter()
+            .filter(|m| m.mig.is_some())
+            .map(|m| m.name)
+            .collect();
+        return Err(err(
+            mig.span(),
+            "",
+            format!(
+                "{} has no MIG; MIG-capable models: {}",
+                model.name,
+                capable.join(", ")
+            ),
+        ));
+    };
+    if mig.get_ref().is_empty() {
+        return Err(err(
+            mig.span(),
+            "",
+            "an empty layout leaves the GPU no device; leave mig out for a whole GPU".into(),
+        ));
+    }
+    let requests = mig
+        .get_ref()
+        .iter()
+        .enumerate()
+        .map(|(k, entry)| {
+            Request::parse(table, entry.get_ref()).map_err(|why| {
+                err(
+                    entry.span(),
+                    &format!("[{k}]"),
+                    format!("{}: {why}", model.name),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    place_or_explain(table, &requests)
+        .map_err(|why| err(mig.span(), "", format!("{}: {why}", model.name)))
 }
 
 /// Checks a `[cluster]` table against the host's devices.
@@ -194,6 +284,13 @@ fn cluster(
     };
     let first = &host.devices[0];
     for (i, gpu) in raw.gpu.iter().enumerate() {
+        if let Some(mig) = &gpu.mig {
+            return Err(err(
+                mig.span(),
+                &format!("gpu[{i}].mig"),
+                "a [cluster] server's GPUs are whole GPUs (remove mig)".into(),
+            ));
+        }
         if catalogue::lookup(gpu.model.get_ref()).map(|m| m.name) != Some(first.model.name) {
             return Err(err(
                 gpu.model.span(),
@@ -334,6 +431,113 @@ mod tests {
         super::parse_with_cluster(Path::new("host.toml"), text)
             .map(|(_, c)| c.unwrap())
             .map_err(|e| e.to_string())
+    }
+
+    /// For the simulator (`parse_with_cluster`).
+    fn simulated(text: &str) -> Result<Host, String> {
+        super::parse_with_cluster(Path::new("host.toml"), text)
+            .map(|(host, _)| host)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_mig_layout_makes_devices_after_the_gpus() {
+        let host = simulated(
+            "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.4\ncost_per_hour = 7\n\
+             mig = [\"3g.20gb\", \"2g.10gb\", \"2g.10gb\"]\n\
+             [[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = [\"1g.5gb@6\", \"4g.20gb\"]\n\
+             [[gpu]]\nmodel = \"T4\"\nspeed = 0.5\n",
+        )
+        .unwrap();
+        let rows: Vec<(u32, String, f64, f64, f64, bool)> = host
+            .devices
+            .iter()
+            .map(|d| {
+                (
+                    d.index,
+                    d.label(),
+                    d.memory_gb,
+                    d.speed,
+                    d.cost_per_hour,
+                    d.schedulable(),
+                )
+            })
+            .collect();
+        // speed × (compute slices / 7): 1.4 × 2/7 = 0.4, 1.4 × 3/7 = 0.6 (in f64).
+        let (s2, s3) = (1.4 * (2.0 / 7.0), 1.4 * (3.0 / 7.0));
+        let (c2, c3) = (7.0 * (2.0 / 7.0), 7.0 * (3.0 / 7.0));
+        let row = |i: u32, l: &str, m, s, c| (i, l.to_string(), m, s, c, true);
+        assert_eq!(
+            rows,
+            [
+                (0, "0".into(), 40.0, 1.4, 7.0, false),
+                (1, "1".into(), 40.0, 1.4, 7.0, false),
+                (2, "2".into(), 40.0, 1.0, 0.0, false),
+                (3, "3".into(), 16.0, 0.5, 0.0, true),
+                row(4, "0/mig/2g.10gb@0", 9.625, s2, c2),
+                row(5, "0/mig/2g.10gb@2", 9.625, s2, c2),
+                row(6, "0/mig/3g.20gb@4", 19.5, s3, c3),
+                row(7, "1/mig/2g.10gb@0", 9.625, s2, c2),
+                row(8, "1/mig/2g.10gb@2", 9.625, s2, c2),
+                row(9, "1/mig/3g.20gb@4", 19.5, s3, c3),
+                row(10, "2/mig/4g.20gb@0", 19.5, 4.0 / 7.0, 0.0),
+                row(11, "2/mig/1g.5gb@6", 4.75, 1.0 / 7.0, 0.0),
+            ]
+        );
+        // The agent's host file takes no layout.
+        assert_eq!(
+            parse("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = [\"7g.40gb\"]\n")
+                .unwrap_err(),
+            "host.toml:4: gpu[0].mig: a MIG layout in the host file is read only by \
+             `gpuctl simulate`; the agent's mock GPUs start with MIG off (remove mig)"
+        );
+    }
+
+    #[test]
+    fn bad_mig_entries_name_line_and_key() {
+        let a100 = |mig: &str| {
+            simulated(&format!(
+                "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = {mig}\n"
+            ))
+            .unwrap_err()
+        };
+        assert_eq!(
+            a100("[\"3g.20gb\", \"3g.40gb\"]"),
+            "host.toml:7: gpu[1].mig[1]: A100-SXM4-40GB: unknown MIG profile \"3g.40gb\"; \
+             this model's: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+        );
+        assert_eq!(
+            a100("[\n  \"4g.20gb\",\n  \"3g.20gb@0\",\n]"),
+            "host.toml:7: gpu[1].mig: A100-SXM4-40GB: 4g.20gb, 3g.20gb@0 cannot all be placed \
+             on one GPU: no layout gives each its own memory slices at a valid start"
+        );
+        assert_eq!(
+            a100("[\n  \"4g.20gb\",\n  \"3g.20gb@2\",\n]"),
+            "host.toml:9: gpu[1].mig[1]: A100-SXM4-40GB: 3g.20gb cannot start at memory slice 2 \
+             (valid starts: 0, 4)"
+        );
+        assert_eq!(
+            a100("[\"2g.10gb\", \"2g.10gb\", \"2g.10gb\", \"2g.10gb\"]"),
+            "host.toml:7: gpu[1].mig: A100-SXM4-40GB: 2g.10gb: at most 3 instance(s)"
+        );
+        assert_eq!(
+            a100("[]"),
+            "host.toml:7: gpu[1].mig: an empty layout leaves the GPU no device; \
+             leave mig out for a whole GPU"
+        );
+        assert_eq!(
+            simulated("[[gpu]]\nmodel = \"T4\"\nspeed = 1\nmig = [\"1g.5gb\"]\n").unwrap_err(),
+            "host.toml:4: gpu[0].mig: T4 has no MIG; MIG-capable models: A100-SXM4-40GB, \
+             A100-SXM4-80GB, H100-SXM5-80GB, H100-PCIe-80GB"
+        );
+        assert_eq!(
+            simulated(
+                "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmem_gb = 30\nmig = [\"7g.40gb\"]\n"
+            )
+            .unwrap_err(),
+            "host.toml:4: gpu[0].mem_gb: mem_gb and mig exclude each other: \
+             a MIG instance has its profile's memory"
+        );
     }
 
     #[test]

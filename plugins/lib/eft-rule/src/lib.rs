@@ -13,12 +13,13 @@
 use gpu_agent_plugin_api::{Task, View};
 
 /// Writes `task`'s run time on each device of `view` into `out`, in device
-/// order: [`Task::runtime_on`] where the task [`fits`](Task::fits),
+/// order: [`Task::runtime_on`] where the task fits as one of its `gpus`
+/// devices ([`Task::fits_as`]: a gang takes no MIG instance),
 /// `f64::INFINITY` where it does not (the form [`choose`] takes).
 pub fn runtimes_into(view: &View<'_>, task: &Task, out: &mut Vec<f64>) {
     out.clear();
     out.extend(view.devices.iter().map(|d| {
-        if task.fits(d) {
+        if task.fits_as(d, task.gpus) {
             task.runtime_on(d)
         } else {
             f64::INFINITY
