@@ -78,6 +78,9 @@ common_files() {
     echo "755 root:root /usr/bin/gpuctl"
     echo "644 root:root /usr/lib/systemd/system/gpu-agent.service"
     echo "644 root:root /usr/share/dbus-1/system.d/org.gpuagent.Agent1.conf"
+    echo "755 root:root /usr/lib/gpu-agent/slurm/prolog"
+    echo "755 root:root /usr/lib/gpu-agent/slurm/epilog"
+    echo "644 root:root /usr/lib/gpu-agent/slurm/common.sh"
     echo "644 root:root /etc/gpu-agent/agent.toml"
     echo "644 root:root /usr/share/man/man8/gpu-agentd.8.gz"
     for page in $gpuctl_pages; do
@@ -88,6 +91,7 @@ common_files() {
     echo "644 root:root /usr/share/doc/gpu-agent/README.md"
     echo "644 root:root /usr/share/doc/gpu-agent/dbus.md"
     echo "644 root:root /usr/share/doc/gpu-agent/formats.md"
+    echo "644 root:root /usr/share/doc/gpu-agent/slurm.md"
     echo "644 root:root /usr/share/doc/gpu-agent/examples/host.toml"
 }
 # The .deb: Debian's paths and modes, and what Debian requires besides.
@@ -196,7 +200,7 @@ got_deb=$(dpkg -L gpu-agent | sort -u | while read -r path; do
     echo "$(stat -c '%a %U:%G' "$path") $path"
 done | sort -k3)
 diff <(echo "$expected_deb") <(echo "$got_deb") || fail "installed files differ from the expected list (< expected, > installed)"
-for dir in /usr/lib/gpu-agent /usr/lib/gpu-agent/plugins /etc/gpu-agent /usr/share/doc/gpu-agent \
+for dir in /usr/lib/gpu-agent /usr/lib/gpu-agent/plugins /usr/lib/gpu-agent/slurm /etc/gpu-agent /usr/share/doc/gpu-agent \
     /usr/share/doc/gpu-agent/examples; do
     [ "$(stat -c '%a %U:%G' "$dir")" = "755 root:root" ] || fail "$dir: $(stat -c '%a %U:%G' "$dir"), expected 755 root:root"
 done
@@ -303,6 +307,26 @@ done
 [ "$state" = succeeded ] || fail "task $id ended '$state': $(gpuctl task "$id")"
 grep -qx "hello from $id" "$work/state/logs/$id.log" || fail "task $id's output: $(cat "$work/state/logs/$id.log")"
 echo "task $id succeeded"
+
+step "the installed Slurm prolog and epilog (docs/slurm.md)"
+# No Slurm here: the job's end time from the environment (as Slurm 23.11
+# and later give it); the prolog's AdminComment update fails and is logged.
+cat >"$work/slurm.env" <<EOF
+DBUS_SYSTEM_BUS_ADDRESS='$DBUS_SYSTEM_BUS_ADDRESS'
+GPU_AGENT_TIMEOUT=5
+EOF
+slurm_job() {
+    env -i SLURM_JOB_ID=4242 SLURM_JOB_GPUS=0 SLURM_JOB_UID=0 SLURM_JOB_END_TIME=$(($(date +%s) + 600)) \
+        GPU_AGENT_SLURM_ENV="$work/slurm.env" "/usr/lib/gpu-agent/slurm/$1" 2>&1
+}
+out=$(slurm_job prolog) || fail "the prolog exited non-zero: $out"
+grep -q 'GPUs 0 adopted as gpu-agent task' <<<"$out" || fail "the prolog did not adopt: $out"
+gpuctl tasks --state running | grep -q 'slurm:4242' || fail "gpuctl tasks lacks slurm:4242: $(gpuctl tasks)"
+out=$(slurm_job epilog) || fail "the epilog exited non-zero: $out"
+grep -q 'released: gpu_energy_j=' <<<"$out" || fail "the epilog did not release: $out"
+if gpuctl tasks --state running | grep -q 'slurm:4242'; then
+    fail "slurm:4242 still runs after the epilog"
+fi
 
 step "the unit's ExecReload"
 reload=$(sed -n 's/^ExecReload=//p' /usr/lib/systemd/system/gpu-agent.service)

@@ -17,17 +17,18 @@ const ERROR: &str = "org.gpuagent.Agent1.Error.";
 /// A daemon on the example host (two A100s, a V100, a T4) with the
 /// GTX 1080 Ti profiles, running `edl`.
 fn adopt_daemon() -> Daemon {
-    adopt_daemon_with("")
+    adopt_daemon_with("", Settings::default().time_scale)
 }
 
-/// [`adopt_daemon`] with more `agent.toml` lines.
-fn adopt_daemon_with(config: &str) -> Daemon {
+/// [`adopt_daemon`] with more `agent.toml` lines, at `time_scale`.
+pub(crate) fn adopt_daemon_with(config: &str, time_scale: f64) -> Daemon {
     let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")
         .join("examples/dvfs/gtx1080ti-apps.toml");
     let d = Daemon::start_with(Settings {
         config: Some(format!("apps = {:?}\n{config}", apps.display().to_string())),
+        time_scale,
         ..Settings::default()
     });
     std::fs::copy(artefacts().join(EDL), d.plugin_dir().join(EDL)).expect("copy edl");
@@ -64,12 +65,12 @@ fn release(d: &Daemon, id: &str) -> zbus::Result<()> {
 
 /// Whether GPU `gpu` shows core clock `mhz`, as the driver rounds it to
 /// its supported clocks (the A100's come in 15 MHz steps).
-fn shows(d: &Daemon, gpu: usize, mhz: u32) -> bool {
+pub(crate) fn shows(d: &Daemon, gpu: usize, mhz: u32) -> bool {
     core_clock(d, gpu).abs_diff(u64::from(mhz)) <= 7
 }
 
 /// GPU `gpu`'s core clock as `gpuctl devices --json` shows it.
-fn core_clock(d: &Daemon, gpu: usize) -> u64 {
+pub(crate) fn core_clock(d: &Daemon, gpu: usize) -> u64 {
     let out = success(&gpuctl(d, &["devices", "--json"]));
     let devices: serde_json::Value = serde_json::from_str(&out).expect("devices JSON");
     devices[gpu]["core_clock_mhz"]
@@ -301,7 +302,7 @@ fn daemon_adopt_through_gpuctl() {
 
 #[test]
 fn daemon_adopt_clocks_replace_the_idle_lock() {
-    let d = adopt_daemon_with("idle_clocks = \"min\"\n");
+    let d = adopt_daemon_with("idle_clocks = \"min\"\n", Settings::default().time_scale);
     let id = adopt(&d, &job(&[1], "slurm:5", "BlackScholes")).expect("Adopt");
     let clocks = d.task(&id).clocks.expect("clocks");
     // Held at the job's clocks, not the idle lock's lowest, round after round.

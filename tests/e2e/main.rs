@@ -36,5 +36,6 @@ mod layers;
 mod mig_plan;
 mod plugin_loading;
 mod sa_greedy;
+mod slurm;
 mod sos;
 mod validity;

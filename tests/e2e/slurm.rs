@@ -1,0 +1,531 @@
+//! Under Slurm (issue 19): a real `munged`, `slurmctld` and `slurmd` on
+//! loopback run `sbatch` jobs through the shipped prolog and epilog
+//! (packaging/slurm) against a `gpu-agentd` on mock GPUs running `edl`.
+//! While a job runs its GPU shows the clocks the agent chose; after it,
+//! default clocks again and its energy in the agent's task (named in the
+//! job's AdminComment); two jobs run at once on two GPUs; a job whose prolog
+//! cannot reach the agent still runs to completion, the reason in the log.
+//!
+//! Needs root (slurmd runs prologs as root) and the Slurm and munge
+//! programs (`.ci/run` installs them); without them the test says
+//! "skipped: ..." and passes.
+//!
+//! Slurm 22.05 drops a `gpu` GRES without device files ("Removing file-less
+//! GPU"), so gres.conf names stand-in files: symbolic links to /dev/null,
+//! one per GPU (docs/slurm.md).
+
+use std::fs;
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gpu_agent_dbus::{TaskInfo, TaskStatus};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::daemon::{wait_for, Daemon};
+use crate::daemon_adopt::{adopt_daemon_with, core_clock, shows};
+use crate::harness::artefacts;
+
+const LIMIT: Duration = Duration::from_secs(30);
+/// The programs the test runs besides the project's own.
+const TOOLS: [&str; 7] = [
+    "munged",
+    "slurmctld",
+    "slurmd",
+    "sbatch",
+    "scontrol",
+    "scancel",
+    "dbus-daemon",
+];
+
+/// Why the test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Some("not root (slurmd runs its prolog and epilog as root)".into());
+    }
+    let missing: Vec<&str> = TOOLS
+        .into_iter()
+        .filter(|tool| which(tool).is_none())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "not installed: {} (apt-get install slurmctld slurmd slurm-client munge)",
+            missing.join(", ")
+        )
+    })
+}
+
+/// `program` on PATH or in the sbin directories.
+fn which(program: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/sbin"])
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file());
+    found
+}
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A one-node Slurm cluster in a directory of its own: munged, slurmctld
+/// and slurmd in the foreground, killed (jobs first) when dropped.
+struct Slurm {
+    dir: tempfile::TempDir,
+    daemons: Vec<(&'static str, Child)>,
+}
+
+impl Slurm {
+    /// Starts a cluster whose node has `gpus` GPUs, with the shipped prolog
+    /// and epilog reading their settings from `env_file`; waits until the
+    /// node is idle.
+    fn start(gpus: usize, env_file: &Path) -> Slurm {
+        let mut slurm = Slurm {
+            dir: tempfile::tempdir().expect("temp dir"),
+            daemons: Vec::new(),
+        };
+        let dir = slurm.dir.path().to_path_buf();
+        let path = |name: &str| dir.join(name).display().to_string();
+        for sub in ["state", "spool", "dev"] {
+            fs::create_dir(dir.join(sub)).expect("make a directory");
+        }
+
+        let key = dir.join("munge.key");
+        let mut random = Vec::new();
+        fs::File::open("/dev/urandom")
+            .and_then(|f| f.take(1024).read_to_end(&mut random))
+            .expect("read /dev/urandom");
+        fs::write(&key, random).expect("write the munge key");
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o400)).expect("chmod the key");
+        let munge_socket = path("munge.socket");
+        slurm.spawn(
+            "munged",
+            Command::new(which("munged").unwrap()).args([
+                "--foreground",
+                "--force",
+                &format!("--socket={munge_socket}"),
+                &format!("--key-file={}", key.display()),
+                &format!("--pid-file={}", path("munged.pid")),
+                &format!("--log-file={}", path("munged.log")),
+                &format!("--seed-file={}", path("munged.seed")),
+            ]),
+        );
+        wait_for("munged's socket", LIMIT, || {
+            Path::new(&munge_socket).exists().then_some(())
+        });
+
+        // The node as slurmd sees this machine (CPUs, sockets, memory).
+        let out = Command::new(which("slurmd").unwrap())
+            .arg("-C")
+            .output()
+            .expect("slurmd -C");
+        let hardware = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|word| !word.starts_with("NodeName="))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for gpu in 0..gpus {
+            symlink("/dev/null", dir.join(format!("dev/gpu{gpu}"))).expect("a GPU stand-in");
+        }
+        fs::write(
+            dir.join("gres.conf"),
+            format!(
+                "NodeName=localhost Name=gpu File={}/dev/gpu[0-{}]\n",
+                dir.display(),
+                gpus - 1
+            ),
+        )
+        .expect("write gres.conf");
+        // The shipped scripts, told where their settings are.
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .join("packaging/slurm");
+        for script in ["prolog", "epilog"] {
+            let wrapper = dir.join(script);
+            fs::write(
+                &wrapper,
+                format!(
+                    "#!/bin/sh\nGPU_AGENT_SLURM_ENV={} exec {}\n",
+                    env_file.display(),
+                    scripts.join(script).display()
+                ),
+            )
+            .expect("write a wrapper");
+            fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        let conf = format!(
+            "ClusterName=gpuagent{port}
+SlurmctldHost=localhost
+SlurmctldPort={port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+CredType=cred/munge
+StateSaveLocation={state}
+SlurmdSpoolDir={spool}
+SlurmctldPidFile={ctld_pid}
+SlurmdPidFile={slurmd_pid}
+SlurmctldLogFile={ctld_log}
+SlurmdLogFile={slurmd_log}
+SlurmdDebug=debug2
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+Prolog={prolog}
+Epilog={epilog}
+NodeName=localhost {hardware} Gres=gpu:{gpus} State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+",
+            port = free_port(),
+            slurmd_port = free_port(),
+            state = path("state"),
+            spool = path("spool"),
+            ctld_pid = path("slurmctld.pid"),
+            slurmd_pid = path("slurmd.pid"),
+            ctld_log = path("slurmctld.log"),
+            slurmd_log = path("slurmd.log"),
+            prolog = path("prolog"),
+            epilog = path("epilog"),
+        );
+        fs::write(dir.join("slurm.conf"), conf).expect("write slurm.conf");
+        let conf = path("slurm.conf");
+        slurm.spawn(
+            "slurmctld",
+            Command::new(which("slurmctld").unwrap()).args(["-D", "-i", "-f", &conf]),
+        );
+        slurm.spawn(
+            "slurmd",
+            Command::new(which("slurmd").unwrap()).args(["-D", "-f", &conf, "-N", "localhost"]),
+        );
+        wait_for("the node to be idle", LIMIT, || {
+            let node = slurm.run("scontrol", &["show", "node", "localhost"]);
+            field(&String::from_utf8_lossy(&node.stdout), "State")
+                .is_some_and(|s| s == "IDLE")
+                .then_some(())
+        });
+        slurm
+    }
+
+    /// Starts a daemon of the cluster, its output in `<name>.out`.
+    fn spawn(&mut self, name: &'static str, command: &mut Command) {
+        let out = fs::File::create(self.dir.path().join(format!("{name}.out"))).expect("log file");
+        let child = command
+            .env("SLURM_CONF", self.dir.path().join("slurm.conf"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("dup"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        self.daemons.push((name, child));
+    }
+
+    /// Runs a Slurm client against this cluster.
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(which(program).unwrap_or_else(|| program.into()))
+            .args(args)
+            .env("SLURM_CONF", self.dir.path().join("slurm.conf"))
+            .output()
+            .unwrap_or_else(|e| panic!("run {program}: {e}"))
+    }
+
+    /// Submits a job that holds its GPUs until [`Slurm::finish`] (60 s at
+    /// most); returns its id.
+    fn sbatch(&self, args: &[&str]) -> u32 {
+        let script = self.dir.path().join("job.sh");
+        fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\n",
+                dir = self.dir.path().display()
+            ),
+        )
+        .expect("write the job script");
+        let output = format!("--output={}/job-%j.out", self.dir.path().display());
+        let chdir = format!("--chdir={}", self.dir.path().display());
+        let mut all = vec!["--parsable", output.as_str(), chdir.as_str()];
+        all.extend_from_slice(args);
+        all.push(script.to_str().expect("utf-8 path"));
+        let out = self.run("sbatch", &all);
+        assert!(
+            out.status.success(),
+            "sbatch {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("sbatch --parsable prints the job id")
+    }
+
+    /// Lets job `id` end.
+    fn finish(&self, id: u32) {
+        fs::write(self.dir.path().join(format!("go-{id}")), "").expect("write the go file");
+    }
+
+    /// `scontrol show job ID`.
+    fn show_job(&self, id: u32) -> String {
+        let out = self.run("scontrol", &["show", "job", &id.to_string()]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until job `id` is in `state` (and its epilog is done: not
+    /// COMPLETING); returns `scontrol show job`.
+    fn wait_job(&self, id: u32, state: &str) -> String {
+        wait_for(&format!("job {id} to be {state}"), LIMIT, || {
+            let job = self.show_job(id);
+            (field(&job, "JobState").as_deref() == Some(state)
+                && !self.node_state().contains("COMPLETING"))
+            .then_some(job)
+        })
+    }
+
+    fn node_state(&self) -> String {
+        let node = self.run("scontrol", &["show", "node", "localhost"]);
+        field(&String::from_utf8_lossy(&node.stdout), "State").unwrap_or_default()
+    }
+
+    /// What slurmd logged (the prolog's and epilog's stderr included).
+    fn slurmd_log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("slurmd.log")).unwrap_or_default()
+    }
+
+    /// Job `id`'s output file.
+    fn job_output(&self, id: u32) -> String {
+        fs::read_to_string(self.dir.path().join(format!("job-{id}.out"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        // Jobs first (their steps are slurmd's children), then the daemons.
+        let _ = self.run("scancel", &["--user=root"]);
+        for (_, child) in self.daemons.iter_mut().rev() {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `KEY=VALUE`'s value in `scontrol show` output.
+fn field(text: &str, key: &str) -> Option<String> {
+    let needle = format!("{key}=");
+    text.split_whitespace()
+        .find_map(|word| word.strip_prefix(&needle))
+        .map(str::to_string)
+}
+
+/// The agent's task adopted for Slurm job `job`, once it runs.
+fn adopted(d: &Daemon, job: u32) -> TaskInfo {
+    let external = format!("slurm:{job}");
+    wait_for(&format!("job {job} adopted"), LIMIT, || {
+        d.tasks()
+            .into_iter()
+            .find(|t| t.spec.external_id == external && t.state == TaskStatus::Running)
+    })
+}
+
+/// The milliseconds the `script` of `job` logged it took.
+fn took_ms(log: &str, script: &str, job: u32) -> Option<u64> {
+    let prefix = format!("gpu-agent: slurm {script} job {job}: ");
+    let line = log
+        .lines()
+        .find(|l| l.contains(&prefix) && l.contains(" ms)"))?;
+    let before = line.rsplit_once(" ms)")?.0;
+    before
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn write_env(file: &Path, bus: &str) {
+    fs::write(
+        file,
+        format!(
+            "DBUS_SYSTEM_BUS_ADDRESS='{bus}'\nGPU_AGENT_GPUCTL='{}'\n",
+            artefacts().join("gpuctl").display()
+        ),
+    )
+    .expect("write slurm.env");
+}
+
+#[test]
+fn slurm_jobs_run_at_the_agents_clocks_and_never_fail_for_it() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // Real time: the jobs run in it, and the energy is a real job's.
+    let d = adopt_daemon_with("", 1.0);
+    let idle = [core_clock(&d, 0), core_clock(&d, 1)];
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    let slurm = Slurm::start(2, &env_file);
+
+    // One job: its GPU at the chosen clocks while it runs.
+    let job = slurm.sbatch(&[
+        "--gres=gpu:1",
+        "--time=10",
+        "--comment=gpu-agent:app=BlackScholes",
+    ]);
+    let task = adopted(&d, job);
+    assert_eq!(task.spec.app, "BlackScholes");
+    assert_eq!(task.owner_uid, 0);
+    let [gpu] = task.devices[..] else {
+        panic!("one GPU: {task:?}")
+    };
+    let clocks = task.clocks.clone().expect("the chosen clocks");
+    assert_eq!(clocks.class.as_deref(), Some("energy"));
+    wait_for("the job's GPU at the chosen clocks", LIMIT, || {
+        shows(&d, gpu as usize, clocks.core_mhz).then_some(())
+    });
+    let during = core_clock(&d, gpu as usize);
+    assert_ne!(during, idle[gpu as usize]);
+    let running = slurm.show_job(job);
+    assert_eq!(field(&running, "JobState").as_deref(), Some("RUNNING"));
+    assert_eq!(
+        field(&running, "AdminComment"),
+        Some(format!("gpu_agent_task={}", task.id)),
+        "{running}"
+    );
+    // After it: default clocks, the energy in the agent's task and the log.
+    slurm.finish(job);
+    let done = slurm.wait_job(job, "COMPLETED");
+    assert_eq!(field(&done, "ExitCode").as_deref(), Some("0:0"));
+    let released = d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+    let energy = released.energy_j.expect("the job's energy");
+    assert!(energy > 0.0, "{released:?}");
+    wait_for("the job's GPU at default clocks", LIMIT, || {
+        (core_clock(&d, gpu as usize) == idle[gpu as usize]).then_some(())
+    });
+    let log = slurm.slurmd_log();
+    assert!(
+        log.contains(&format!(
+            "gpu-agent task {} released: gpu_energy_j={energy}",
+            task.id
+        )),
+        "{log}"
+    );
+    let prolog_ms = took_ms(&log, "prolog", job).expect("the prolog's time");
+    let epilog_ms = took_ms(&log, "epilog", job).expect("the epilog's time");
+    eprintln!(
+        "job {job}: GPU {gpu} at {during} MHz while it ran ({} MHz idle), \
+         {energy:.1} J; prolog {prolog_ms} ms, epilog {epilog_ms} ms\n{done}",
+        idle[gpu as usize]
+    );
+
+    // Two jobs at once, one GPU each.
+    let jobs = [
+        slurm.sbatch(&[
+            "--gres=gpu:1",
+            "--time=5",
+            "--comment=gpu-agent:app=BlackScholes",
+        ]),
+        slurm.sbatch(&[
+            "--gres=gpu:1",
+            "--time=5",
+            "--comment=gpu-agent:app=BlackScholes",
+        ]),
+    ];
+    let tasks = jobs.map(|job| adopted(&d, job));
+    let mut gpus: Vec<u32> = tasks.iter().flat_map(|t| t.devices.clone()).collect();
+    gpus.sort_unstable();
+    assert_eq!(gpus, [0, 1], "{tasks:?}");
+    for t in &tasks {
+        let mhz = t.clocks.as_ref().expect("clocks").core_mhz;
+        let gpu = t.devices[0] as usize;
+        wait_for("both GPUs at their jobs' clocks", LIMIT, || {
+            shows(&d, gpu, mhz).then_some(())
+        });
+    }
+    for (job, task) in jobs.iter().zip(&tasks) {
+        slurm.finish(*job);
+        slurm.wait_job(*job, "COMPLETED");
+        d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+    }
+    wait_for("both GPUs at default clocks", LIMIT, || {
+        (core_clock(&d, 0) == idle[0] && core_clock(&d, 1) == idle[1]).then_some(())
+    });
+
+    // An app the agent has no profile of: adopted anyway, default clocks.
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", "--comment=gpu-agent:app=nope"]);
+    let task = adopted(&d, job);
+    assert_eq!(task.spec.app, "default");
+    assert_eq!(task.clocks, None);
+    slurm.finish(job);
+    slurm.wait_job(job, "COMPLETED");
+    d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+
+    // The prolog cannot reach the agent: the job runs all the same.
+    let nowhere = format!("unix:path={}", settings.path().join("no-bus").display());
+    write_env(&env_file, &nowhere);
+    let job = slurm.sbatch(&[
+        "--gres=gpu:1",
+        "--time=5",
+        "--comment=gpu-agent:app=BlackScholes",
+    ]);
+    slurm.finish(job);
+    let done = slurm.wait_job(job, "COMPLETED");
+    assert_eq!(field(&done, "ExitCode").as_deref(), Some("0:0"), "{done}");
+    assert!(
+        slurm
+            .job_output(job)
+            .contains(&format!("job {job} ran on GPUs")),
+        "{}",
+        slurm.job_output(job)
+    );
+    let log = slurm.slurmd_log();
+    assert!(
+        log.contains(&format!(
+            "gpu-agent: slurm prolog job {job}: cannot reach gpu-agentd"
+        )),
+        "{log}"
+    );
+    assert!(
+        !slurm.node_state().contains("DRAIN"),
+        "{}",
+        slurm.node_state()
+    );
+    let external = format!("slurm:{job}");
+    assert!(d.tasks().iter().all(|t| t.spec.external_id != external));
+    let took = took_ms(&log, "prolog", job).expect("the prolog's time");
+    eprintln!("job {job} (agent unreachable): prolog {took} ms");
+
+    // What every adopted job's prolog and epilog took, for the record.
+    for job in 1..job {
+        eprintln!(
+            "job {job}: prolog {:?} ms, epilog {:?} ms",
+            took_ms(&log, "prolog", job),
+            took_ms(&log, "epilog", job)
+        );
+    }
+}
