@@ -50,10 +50,10 @@ fn fifo_by_hand() {
     let (m, schedule) = simulate(TWO_SPEEDS, FOUR_TASKS, "fifo");
     assert_eq!(
         schedule,
-        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted\n\
-         a,0,0,4,1590,5001,280,1,1,1,4,70,280,,\n\
-         b,1,1,4,1095,1215,1200,1,1,1,3,400,1200,,\n\
-         c,0,4,6,1590,5001,140,1,1,1,2,70,140,,\n"
+        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted,device\n\
+         a,0,0,4,1590,5001,280,1,1,1,4,70,280,,,0\n\
+         b,1,1,4,1095,1215,1200,1,1,1,3,400,1200,,,1\n\
+         c,0,4,6,1590,5001,140,1,1,1,2,70,140,,,0\n"
     );
     assert_eq!(
         m["rejected"],
@@ -84,10 +84,10 @@ fn greedy_eft_by_hand() {
     let (m, schedule) = simulate(TWO_SPEEDS, FOUR_TASKS, "greedy-eft");
     assert_eq!(
         schedule,
-        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted\n\
-         a,1,0,2,1095,1215,800,1,1,1,2,400,800,,\n\
-         c,0,1,3,1590,5001,140,1,1,1,2,70,140,,\n\
-         b,1,2,5,1095,1215,1200,1,1,1,3,400,1200,,\n"
+        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted,device\n\
+         a,1,0,2,1095,1215,800,1,1,1,2,400,800,,,1\n\
+         c,0,1,3,1590,5001,140,1,1,1,2,70,140,,,0\n\
+         b,1,2,5,1095,1215,1200,1,1,1,3,400,1200,,,1\n"
     );
     // twt = 0; twct = 2 + 2*4 + 2; act = 8/3; utilization = 7 / (2*5);
     // energy = 800 + 1200 + 140 + T4 idle 10 W * 3 s.

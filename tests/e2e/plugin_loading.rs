@@ -173,10 +173,10 @@ fn a_panicking_policy_is_reported_and_fifo_carries_on_without_losing_a_task() {
     assert_eq!(metrics["makespan"], 10.0);
     assert_eq!(
         std::fs::read_to_string(&schedule).unwrap(),
-        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted\n\
-         t1,0,0,10,1590,5001,700,1,1,1,10,70,700,,\n\
-         boom,1,1,3,1590,5001,140,1,1,1,2,70,140,,\n\
-         t3,1,3,4,1590,5001,70,1,1,1,1,70,70,,\n"
+        "id,gpu,start,end,core_mhz,mem_mhz,energy_j,v,fc,fm,t,p,default_energy_j,class,readjusted,device\n\
+         t1,0,0,10,1590,5001,700,1,1,1,10,70,700,,,0\n\
+         boom,1,1,3,1590,5001,140,1,1,1,2,70,140,,,1\n\
+         t3,1,3,4,1590,5001,70,1,1,1,1,70,70,,,1\n"
     );
 }
 

@@ -57,20 +57,36 @@ impl Instance {
     }
 }
 
+/// MIG layouts random A100s may take (profile ids: 3g 9, 2g 14, 1g 19,
+/// 4g 5, 7g 0); the first, none, leaves the GPU whole.
+const LAYOUTS: [&[u32]; 5] = [&[], &[9, 14, 14], &[0], &[5, 19, 19, 19], &[9, 9]];
+
 /// Random instances: 1 to 5 devices of mixed models and speeds, 1 to 29 tasks
 /// with mixed memory, gangs of up to 3, weights, slack and, for some, unrelated
 /// run times with devices they cannot use or alternative device counts.
 pub fn instance() -> impl Strategy<Value = Instance> {
+    instance_with(false)
+}
+
+/// As [`instance`], and with `mig`, the A100s split into MIG instances by
+/// one of [`LAYOUTS`] (or left whole) in the simulator's host file.
+pub fn instance_with(mig: bool) -> impl Strategy<Value = Instance> {
     let devices = prop::collection::vec(
         (
             0..MODELS.len(),
             prop::sample::select(vec![0.25, 0.5, 1.0, 2.0]),
+            if mig { 0..LAYOUTS.len() } else { 0..1 },
         ),
         1..=5,
     );
     devices
         .prop_flat_map(|devices| {
-            let m = devices.len();
+            // Physical GPUs, then their MIG instances.
+            let m = devices.len()
+                + devices
+                    .iter()
+                    .map(|&(model, _, layout)| layout_of(model, layout).len())
+                    .sum::<usize>();
             let runtime =
                 prop_oneof![3 => (1u32..30).prop_map(f64::from), 1 => Just(f64::INFINITY)];
             let task = (
@@ -88,11 +104,22 @@ pub fn instance() -> impl Strategy<Value = Instance> {
         .prop_map(|(devices, tasks)| {
             let text: String = devices
                 .iter()
-                .map(|(model, speed)| {
-                    format!("[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n", MODELS[*model])
+                .map(|&(model, speed, layout)| {
+                    let mig = layout_of(model, layout);
+                    format!(
+                        "[[gpu]]\nmodel = \"{}\"\nspeed = {speed}\n{}",
+                        MODELS[model],
+                        if mig.is_empty() {
+                            String::new()
+                        } else {
+                            format!("mig = {mig:?}\n")
+                        }
+                    )
                 })
                 .collect();
-            let host = gpu_agent_sim::input::host::parse(Path::new("random.toml"), &text).unwrap();
+            let (host, _) =
+                gpu_agent_sim::input::host::parse_with_cluster(Path::new("random.toml"), &text)
+                    .unwrap();
             let app = AppLibrary::default().get("default").unwrap().clone();
             let tasks = tasks
                 .into_iter()
@@ -123,6 +150,19 @@ pub fn instance() -> impl Strategy<Value = Instance> {
         })
 }
 
+/// The profile names of layout `layout` of [`LAYOUTS`] on model `model` of
+/// [`MODELS`] (none unless it has MIG).
+fn layout_of(model: usize, layout: usize) -> Vec<&'static str> {
+    let model = gpu_agent_core::catalogue::lookup(MODELS[model]).unwrap();
+    match model.mig {
+        Some(table) => LAYOUTS[layout]
+            .iter()
+            .map(|&id| table.profile(id).unwrap().name)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// `task`'s run time on device `j` at default clocks.
 pub fn runtime(task: &TaskSpec, host: &Host, j: usize) -> f64 {
     task.runtimes
@@ -131,10 +171,22 @@ pub fn runtime(task: &TaskSpec, host: &Host, j: usize) -> f64 {
         .unwrap_or(task.workload / host.devices[j].speed)
 }
 
-/// The devices that could ever hold `task`.
+/// The devices that could ever hold `task` on its `gpus` devices.
 pub fn valid_devices(task: &TaskSpec, host: &Host) -> Vec<usize> {
+    valid_for(task, host, task.gpus)
+}
+
+/// The devices that could ever hold `task` as one of `g` devices: not a GPU
+/// split into MIG instances, and no MIG instance in a gang.
+pub fn valid_for(task: &TaskSpec, host: &Host, g: u32) -> Vec<usize> {
     (0..host.devices.len())
-        .filter(|&j| host.devices[j].memory_gb >= task.mem_gb && runtime(task, host, j).is_finite())
+        .filter(|&j| {
+            let d = &host.devices[j];
+            d.schedulable()
+                && (g == 1 || d.mig().is_none())
+                && d.memory_gb >= task.mem_gb
+                && runtime(task, host, j).is_finite()
+        })
         .collect()
 }
 
@@ -216,6 +268,7 @@ pub fn check_valid(
             count,
             expected
         );
+        let valid = valid_for(task, host, count as u32);
         for r in &rows {
             prop_assert!(
                 r.start == start && r.end == end,
@@ -224,9 +277,18 @@ pub fn check_valid(
             );
             prop_assert!(
                 valid.contains(&(r.gpu as usize)),
-                "{} on device {} that cannot hold it",
+                "{} on device {} that cannot hold it (as one of {count})",
                 task.id,
                 r.gpu
+            );
+            // A MIG instance's clocks are its GPU's: default.
+            let device = &host.devices[r.gpu as usize];
+            prop_assert!(
+                device.mig().is_none() || r.clocks == gpu_agent_plugin_api::Clocks::DEFAULT,
+                "{} set clocks {:?} on MIG device {}",
+                task.id,
+                r.clocks,
+                device.label()
             );
         }
         let mut devices: Vec<u32> = rows.iter().map(|r| r.gpu).collect();
@@ -252,19 +314,49 @@ pub fn check_valid(
     Ok(())
 }
 
+/// Every shipped policy on `inst`: no fault, a valid schedule, every task
+/// counted.
+fn every_policy_is_valid_on(inst: &Instance) -> Result<(), TestCaseError> {
+    let trace = inst.trace();
+    for plugin in registry().plugins.iter() {
+        let outcome =
+            sim::simulate(&inst.host, &trace, plugin.instantiate(&[]).unwrap(), |_| {}).unwrap();
+        prop_assert!(
+            outcome.faults.is_empty(),
+            "{}: {:?}",
+            plugin.name(),
+            outcome.faults
+        );
+        let rejected: Vec<String> = outcome
+            .metrics
+            .rejected
+            .iter()
+            .map(|r| r.id.clone())
+            .collect();
+        check_valid(inst, &outcome.schedule, &rejected)?;
+        prop_assert_eq!(outcome.metrics.tasks, inst.tasks.len());
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn every_shipped_policy_schedules_validly(inst in instance()) {
-        let trace = inst.trace();
-        for plugin in registry().plugins.iter() {
-            let outcome = sim::simulate(&inst.host, &trace, plugin.instantiate(&[]).unwrap(), |_| {}).unwrap();
-            prop_assert!(outcome.faults.is_empty(), "{}: {:?}", plugin.name(), outcome.faults);
-            let rejected: Vec<String> = outcome.metrics.rejected.iter().map(|r| r.id.clone()).collect();
-            check_valid(&inst, &outcome.schedule, &rejected)?;
-            prop_assert_eq!(outcome.metrics.tasks, inst.tasks.len());
-        }
+        every_policy_is_valid_on(&inst)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The same on hosts whose A100s are split into MIG instances: every
+    /// policy keeps gangs on whole GPUs and runs MIG devices at default
+    /// clocks, without a fault.
+    #[test]
+    fn every_shipped_policy_schedules_validly_on_mig_devices(inst in instance_with(true)) {
+        every_policy_is_valid_on(&inst)?;
     }
 }
 

@@ -77,7 +77,13 @@ fn draw_gantt(
             return String::new();
         }
         let device = &host.devices[lanes - 1 - lane as usize];
-        format!("GPU {} {}", device.index, device.model.name)
+        match device.mig() {
+            Some(_) => format!("{} MIG {}", device.index, device.label()),
+            None if !device.schedulable() => {
+                format!("GPU {} {} (MIG)", device.index, device.model.name)
+            }
+            None => format!("GPU {} {}", device.index, device.model.name),
+        }
     };
     chart
         .configure_mesh()

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use gpu_agent_core::apps::AppLibrary;
@@ -34,6 +34,12 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// second time with every GPU limited to its default clocks; that run's energy
 /// is energy_baseline_j and energy_saving = 1 - energy_j / energy_baseline_j.
 ///
+/// Several --host files replay the same trace on each host under each policy,
+/// side by side (a column per host and policy): for instance the same GPUs
+/// whole and split into MIG instances (`mig = [...]` per [[gpu]],
+/// docs/formats.md §2), to see a layout's effect on a workload before it is
+/// applied.
+///
 /// A host with a [cluster] table (servers, idle power, sleep, turn-on energy;
 /// docs/formats.md §2, written by `gpuctl trace gen dvfs-paper`) runs the DVFS
 /// paper's cluster model instead: --policy edl only, its --param rule, theta,
@@ -42,12 +48,13 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 #[command(after_help = "Examples:
   gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy sa-greedy --param seed=7 --gantt schedule.svg
+  gpuctl simulate --host whole.toml --host mig.toml --trace t.csv --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy fifo --policy sos --param sos:alpha=0.6 \\
       --markdown table.md --chart chart.svg")]
 pub struct Args {
-    /// Host description (TOML, formats.md §2).
-    #[arg(long, value_name = "FILE")]
-    host: PathBuf,
+    /// Host description (TOML, formats.md §2); repeat to compare hosts.
+    #[arg(long = "host", value_name = "FILE", required = true)]
+    hosts: Vec<PathBuf>,
     /// Workload trace (CSV, formats.md §1).
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
@@ -115,6 +122,9 @@ fn parse_param(s: &str) -> Result<Param, String> {
 /// One policy's metrics with its scheduling time, as `--json` prints them.
 #[derive(Serialize)]
 struct Report<'a> {
+    /// The host file, when several are compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
     #[serde(flatten)]
     metrics: &'a Metrics,
     scheduling: SchedulingTime,
@@ -125,26 +135,49 @@ pub fn run(args: Args) -> Result<()> {
         ("--schedule", args.schedule.is_some()),
         ("--gantt", args.gantt.is_some()),
     ] {
-        if given && args.policies.len() != 1 {
-            bail!(
-                "{flag} needs exactly one --policy (got {})",
-                args.policies.len()
-            );
+        for (option, count) in [
+            ("--policy", args.policies.len()),
+            ("--host", args.hosts.len()),
+        ] {
+            if given && count != 1 {
+                bail!("{flag} needs exactly one {option} (got {count})");
+            }
         }
     }
-    let (host, cluster) = input::host::load_with_cluster(&args.host)?;
     let apps = match &args.apps {
         Some(path) => input::apps::load(path)?,
         None => AppLibrary::default(),
     };
-    let trace = Trace::load(&args.trace, &host, &apps)?;
-    for w in &trace.warnings {
+    // Every input is read before anything runs.
+    let mut runs = Vec::new();
+    for path in &args.hosts {
+        let (host, cluster) = input::host::load_with_cluster(path)?;
+        if let (Some(spec), true) = (&cluster, args.hosts.len() > 1) {
+            bail!(
+                "{}:{}: [cluster]: the cluster model runs alone (one --host)",
+                path.display(),
+                spec.line
+            );
+        }
+        let trace = Trace::load(&args.trace, &host, &apps)?;
+        runs.push((path, host, cluster, trace));
+    }
+    // The trace's warnings (its columns) are the same on every host.
+    for w in &runs[0].3.warnings {
         log::warn!("{w}");
     }
-    let outcomes = match &cluster {
-        Some(spec) => vec![cluster_run(&args, &host, spec, &trace)?],
-        None => replay(&args, &host, &trace)?,
-    };
+    let mut outcomes = Vec::new();
+    let mut labels = Vec::new();
+    for (path, host, cluster, trace) in &runs {
+        let done = match cluster {
+            Some(spec) => vec![cluster_run(&args, path, host, spec, trace)?],
+            None => replay(&args, host, trace)?,
+        };
+        labels.extend(std::iter::repeat_n(path.display().to_string(), done.len()));
+        outcomes.extend(done);
+    }
+    let labels = (args.hosts.len() > 1).then_some(labels);
+    let (_, host, _, trace) = &runs[0];
     if let Some(path) = &args.schedule {
         schedule::write_file(&outcomes[0].schedule, path)
             .with_context(|| format!("cannot write schedule {}", path.display()))?;
@@ -156,19 +189,31 @@ pub fn run(args: Args) -> Result<()> {
             .map(|t| (t.spec.id.as_str(), t.spec.deadline))
             .collect();
         let outcome = &outcomes[0];
-        plot::gantt(path, &outcome.metrics, &host, &outcome.schedule, &deadlines)?;
+        plot::gantt(path, &outcome.metrics, host, &outcome.schedule, &deadlines)?;
     }
-    let metrics: Vec<&Metrics> = outcomes.iter().map(|o| &o.metrics).collect();
     if let Some(path) = &args.chart {
+        let hosts: Vec<String> = args.hosts.iter().map(|h| file_name(h)).collect();
         let title = format!(
             "{} tasks from {} on {}",
             trace.tasks.len(),
             file_name(&args.trace),
-            file_name(&args.host)
+            hosts.join(" and ")
         );
-        plot::comparison(path, &title, &metrics)?;
+        // Several hosts: each column names its host beside its policy.
+        let named: Vec<Metrics> = outcomes
+            .iter()
+            .zip(0..)
+            .map(|(o, i)| {
+                let mut m = o.metrics.clone();
+                if let Some(labels) = &labels {
+                    m.policy = format!("{} @ {}", m.policy, file_name(Path::new(&labels[i])));
+                }
+                m
+            })
+            .collect();
+        plot::comparison(path, &title, &named.iter().collect::<Vec<_>>())?;
     }
-    let table = table(&outcomes);
+    let table = table(&outcomes, labels.as_deref());
     if let Some(path) = &args.markdown {
         std::fs::write(path, table.render_markdown())
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -176,7 +221,9 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         let reports: Vec<Report> = outcomes
             .iter()
-            .map(|o| Report {
+            .zip(0..)
+            .map(|(o, i)| Report {
+                host: labels.as_ref().map(|l: &Vec<String>| l[i].clone()),
                 metrics: &o.metrics,
                 scheduling: o.scheduling,
             })
@@ -275,12 +322,18 @@ const CLUSTER_PARAMS: &str = "rule (edl, edf-bf, edf-wf, lpt-ff, bin-pack), thet
 
 /// Runs the DVFS paper's cluster model (a host with a `[cluster]` table):
 /// policy `edl` only, its parameters from `--param`.
-fn cluster_run(args: &Args, host: &Host, spec: &ClusterSpec, trace: &Trace) -> Result<Outcome> {
+fn cluster_run(
+    args: &Args,
+    path: &Path,
+    host: &Host,
+    spec: &ClusterSpec,
+    trace: &Trace,
+) -> Result<Outcome> {
     let refuse = |what: &str| {
         anyhow::anyhow!(
             "{}:{}: [cluster]: the host is the DVFS paper's cluster model, which runs \
              exactly one --policy edl and no {what}",
-            args.host.display(),
+            path.display(),
             spec.line
         )
     };
@@ -335,7 +388,7 @@ fn cluster_run(args: &Args, host: &Host, spec: &ClusterSpec, trace: &Trace) -> R
             "compat" => options.compat = p.value.parse().map_err(|_| bad("true or false"))?,
             key => bail!(
                 "--param {key}: the cluster model ({}:{}) takes {CLUSTER_PARAMS}",
-                args.host.display(),
+                path.display(),
                 spec.line
             ),
         }
@@ -413,10 +466,16 @@ fn check_params(params: &[Param], plugins: &[&Plugin]) -> Result<()> {
     Ok(())
 }
 
-/// The metrics table with the scheduling time below it.
-fn table(outcomes: &[Outcome]) -> Table {
+/// The metrics table with the scheduling time below it, and with several
+/// hosts, a first row naming each column's host (`hosts`, one per outcome).
+fn table(outcomes: &[Outcome], hosts: Option<&[String]>) -> Table {
     let metrics: Vec<&Metrics> = outcomes.iter().map(|o| &o.metrics).collect();
     let mut table = metrics_table(&metrics);
+    if let Some(hosts) = hosts {
+        let mut row = vec!["host".to_string()];
+        row.extend(hosts.iter().cloned());
+        table.insert_row(0, row);
+    }
     let mut wall = vec!["sched_ms".to_string()];
     let mut policy = vec!["policy_ms".to_string()];
     let mut rate = vec!["decisions/s".to_string()];

@@ -38,8 +38,13 @@ impl Table {
 
     /// Appends a row; it must have one cell per column.
     pub fn row(&mut self, cells: Vec<String>) {
+        self.insert_row(self.rows.len(), cells);
+    }
+
+    /// Inserts a row before row `at`; it must have one cell per column.
+    pub fn insert_row(&mut self, at: usize, cells: Vec<String>) {
         assert_eq!(cells.len(), self.align.len(), "one cell per column");
-        self.rows.push(cells);
+        self.rows.insert(at, cells);
     }
 
     /// The table as text, one line per row.

@@ -36,7 +36,11 @@ pub enum Partition {
     Whole,
     /// A GPU split into MIG instances: it keeps its index but takes no
     /// placement itself (the core holds it offline); its instances do.
-    Split,
+    Split {
+        /// Compute slices no instance holds (their share of the GPU's idle
+        /// power is the split GPU's own).
+        free_slices: u32,
+    },
     /// A MIG instance.
     Mig(MigSlot),
 }
@@ -83,7 +87,7 @@ impl DeviceSpec {
     /// Whether it can ever take a placement (a split GPU cannot; its
     /// instances can).
     pub fn schedulable(&self) -> bool {
-        self.partition != Partition::Split
+        !matches!(self.partition, Partition::Split { .. })
     }
 
     /// Its MIG slot, if it is a MIG instance.
@@ -96,16 +100,18 @@ impl DeviceSpec {
 
     /// The share of its GPU's compute, and so of its speed and power, that
     /// it holds: 1 for a whole GPU, compute slices / 7 for a MIG instance,
-    /// 0 for a split GPU (its instances draw its power).
+    /// and for a split GPU the share no instance holds (idle for good). The
+    /// shares of a split GPU and its instances add up to 1, so a host draws
+    /// the mock's power: the GPU's idle power, plus each busy instance's
+    /// share of its task's power above idle.
     pub fn power_share(&self) -> f64 {
-        match &self.partition {
-            Partition::Whole => 1.0,
-            Partition::Split => 0.0,
-            Partition::Mig(slot) => {
-                let table = self.model.mig.expect("a MIG instance's model has MIG");
-                f64::from(slot.profile.compute_slices) / f64::from(table.compute_slices)
-            }
-        }
+        let slices = match &self.partition {
+            Partition::Whole => return 1.0,
+            Partition::Split { free_slices } => *free_slices,
+            Partition::Mig(slot) => slot.profile.compute_slices,
+        };
+        let table = self.model.mig.expect("a split GPU's model has MIG");
+        f64::from(slices) / f64::from(table.compute_slices)
     }
 
     /// How reports name it: its index, or for a MIG instance
@@ -167,7 +173,11 @@ impl Host {
         let mut instances = Vec::new();
         for (g, layout) in layouts {
             let parent = &mut gpus[*g as usize];
-            parent.partition = Partition::Split;
+            let table = parent.model.mig.expect("a split GPU's model has MIG");
+            let held: u32 = layout.iter().map(|i| i.profile.compute_slices).sum();
+            parent.partition = Partition::Split {
+                free_slices: table.compute_slices - held,
+            };
             let mut layout = layout.clone();
             layout.sort();
             for instance in layout {

@@ -91,7 +91,7 @@ pub struct Completed {
 /// GPU energy over the span `to - from` (J): `busy_j` measured or modelled
 /// while tasks ran, plus each device's catalogue idle power (times its
 /// [`power_share`](DeviceSpec::power_share): a MIG instance draws its share,
-/// a split GPU nothing of its own) over the rest of the span (`busy_s[i]`:
+/// a split GPU the share no instance holds) over the rest of the span (`busy_s[i]`:
 /// seconds device `i` was busy); no overhead (one host never turns a GPU
 /// off).
 pub fn energy_with_idle(

@@ -7,7 +7,7 @@
 //! times it while the core plans with the estimate (and hears of an overrun
 //! at the expected end, as the daemon's core does); it draws the DVFS model's power for its app at its clocks, and an idle device
 //! draws its catalogue idle power (a MIG instance: compute slices / 7 of
-//! both, its GPU drawing nothing of its own).
+//! both, its GPU the idle share of the slices no instance holds).
 
 use std::collections::HashSet;
 
@@ -337,6 +337,7 @@ impl Run<'_> {
                         self.schedule.push(ScheduleRow {
                             id: t.id.to_string(),
                             gpu: d,
+                            device: device.label(),
                             start,
                             end,
                             core_mhz,

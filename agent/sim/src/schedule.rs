@@ -14,6 +14,9 @@ pub struct ScheduleRow {
     pub id: String,
     /// Device index.
     pub gpu: u32,
+    /// The device's name: its index, or for a MIG instance
+    /// `GPU/mig/PROFILE@START` (`DeviceSpec::label`).
+    pub device: String,
     /// Start, seconds.
     pub start: f64,
     /// End, seconds.
@@ -38,7 +41,7 @@ pub struct ScheduleRow {
 }
 
 /// The schedule's columns (formats.md §3).
-pub const COLUMNS: [&str; 15] = [
+pub const COLUMNS: [&str; 16] = [
     "id",
     "gpu",
     "start",
@@ -54,6 +57,7 @@ pub const COLUMNS: [&str; 15] = [
     "default_energy_j",
     "class",
     "readjusted",
+    "device",
 ];
 
 /// Writes `rows` as CSV to `out`.
@@ -81,6 +85,7 @@ pub fn write_csv(rows: &[ScheduleRow], out: impl Write) -> std::io::Result<()> {
             r.default_energy_j.to_string(),
             class,
             readjusted,
+            r.device.clone(),
         ])?;
     }
     w.flush()

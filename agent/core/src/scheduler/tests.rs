@@ -22,6 +22,16 @@ where
     }
 }
 
+/// A policy instance made of a closure.
+fn scripted(
+    f: impl FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
+) -> PolicyInstance {
+    PolicyInstance {
+        name: "scripted".into(),
+        policy: guard(Scripted(f)),
+    }
+}
+
 fn core(
     devices: u32,
     f: impl FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
@@ -29,10 +39,7 @@ fn core(
     let t4 = catalogue::lookup("T4").unwrap();
     Core::new(
         Host::of_models((0..devices).map(|_| t4)).devices,
-        PolicyInstance {
-            name: "scripted".into(),
-            policy: guard(Scripted(f)),
-        },
+        scripted(f),
     )
 }
 
@@ -804,13 +811,7 @@ fn mig_core(
         .map(|t| Request::parse(table, t).unwrap())
         .collect();
     let layout = place_or_explain(table, &requests).unwrap();
-    Core::new(
-        Host::partitioned(gpus, &[(1, layout)]).devices,
-        PolicyInstance {
-            name: "scripted".into(),
-            policy: guard(Scripted(f)),
-        },
-    )
+    Core::new(Host::partitioned(gpus, &[(1, layout)]).devices, scripted(f))
 }
 
 fn rejection(actions: &[Action]) -> Option<&str> {
@@ -897,15 +898,14 @@ fn a_gang_on_a_mig_device_or_a_split_gpu_is_a_policy_fault() {
     let table = a100.mig.unwrap();
     let layout = place_or_explain(table, &[Request::parse(table, "7g.40gb").unwrap()]).unwrap();
     let devices = Host::partitioned(Host::of_models([a100; 3]).devices, &[(2, layout)]).devices;
-    let policy = |devices: &'static [u32]| PolicyInstance {
-        name: "scripted".into(),
-        policy: guard(Scripted(move |view: &View<'_>, _: &Event| {
+    let policy = |devices: &'static [u32]| {
+        scripted(move |view: &View<'_>, _: &Event| {
             Ok(view
                 .pending
                 .iter()
                 .map(|&k| assign(k, devices, None, None))
                 .collect())
-        })),
+        })
     };
     let gang = TaskSpec {
         gpus: 2,
