@@ -166,12 +166,19 @@ pub fn run(args: Args) -> Result<()> {
     for w in &runs[0].3.warnings {
         log::warn!("{w}");
     }
+    // Loaded once, unless only the cluster model runs.
+    let registry = if runs.iter().any(|(_, _, cluster, _)| cluster.is_none()) {
+        Some(registry(&args)?)
+    } else {
+        None
+    };
     let mut outcomes = Vec::new();
     let mut labels = Vec::new();
     for (path, host, cluster, trace) in &runs {
-        let done = match cluster {
-            Some(spec) => vec![cluster_run(&args, path, host, spec, trace)?],
-            None => replay(&args, host, trace)?,
+        let done = match (cluster, &registry) {
+            (Some(spec), _) => vec![cluster_run(&args, path, host, spec, trace)?],
+            (None, Some(registry)) => replay(&args, registry, host, trace)?,
+            (None, None) => unreachable!("loaded when a host has no [cluster]"),
         };
         labels.extend(std::iter::repeat_n(path.display().to_string(), done.len()));
         outcomes.extend(done);
@@ -237,9 +244,9 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
-/// Replays the trace under each policy (and, for a policy that used DVFS,
-/// once more at default clocks for the baseline).
-fn replay(args: &Args, host: &Host, trace: &Trace) -> Result<Vec<Outcome>> {
+/// The policy plugins, from --plugin-dir or beside gpuctl; files that fail
+/// are named in warnings.
+fn registry(args: &Args) -> Result<Registry> {
     let dir = match args.plugin_dir.clone() {
         Some(dir) => dir,
         None => {
@@ -250,6 +257,12 @@ fn replay(args: &Args, host: &Host, trace: &Trace) -> Result<Vec<Outcome>> {
     for failure in &registry.failures {
         log::warn!("skipping plugin {failure}");
     }
+    Ok(registry)
+}
+
+/// Replays the trace under each policy (and, for a policy that used DVFS,
+/// once more at default clocks for the baseline).
+fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Result<Vec<Outcome>> {
     let plugins: Vec<&Plugin> = args
         .policies
         .iter()
