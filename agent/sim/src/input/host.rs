@@ -595,5 +595,11 @@ mod tests {
             cluster(&format!("{CLUSTER}[[gpu]]\nmodel = \"T4\"\nspeed = 2\n")).unwrap_err(),
             "host.toml:13: gpu[1].speed: a [cluster] server's GPUs must all be alike: speed 2 differs from 1"
         );
+        let split = "[cluster]\nservers = 2\n[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\n\
+                     mig = [\"7g.40gb\"]\n";
+        assert_eq!(
+            cluster(split).unwrap_err(),
+            "host.toml:6: gpu[0].mig: a [cluster] server's GPUs are whole GPUs (remove mig)"
+        );
     }
 }
