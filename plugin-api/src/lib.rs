@@ -314,7 +314,9 @@ pub struct View<'a> {
     pub tasks: RSlice<'a, Task>,
     /// The central pending queue, in arrival order.
     pub pending: RSlice<'a, TaskKey>,
-    /// The devices, indexed by device index.
+    /// The devices, indexed by device index. The list may grow between
+    /// calls (MIG instances made at run time take new indices, never reused;
+    /// mig.md §6.1), so per-device state is sized from it at each call.
     pub devices: RSlice<'a, Device<'a>>,
 }
 
