@@ -1,13 +1,18 @@
 //! Benchmark of `gpu-agentd` through a real bus (not a timed test).
 //!
 //! Starts a private dbus-daemon and the release `gpu-agentd` on the mock host
-//! (durable SQLite state in a temporary directory), then measures:
+//! (4 GPUs, durable SQLite state in a temporary directory, time scale 1000:
+//! a task of workload 1 runs 1 ms on a GPU of speed 1), then measures:
 //! - `Submit` round-trip latency from one client, side by side with
 //!   `org.freedesktop.DBus.Peer.Ping` to the same daemon (the bus and zbus
 //!   without any of the agent's work) as the baseline;
-//! - sustained submissions per second from 8 concurrent clients;
-//! - the daemon's idle CPU and resident memory, fresh and once the work has
-//!   drained.
+//! - under a backlog: 8 clients submitting 50,000 tasks while the earlier
+//!   ones run and finish (the GPUs drain about 2,850 a second, so the
+//!   backlog grows), then the same clients pinging as often: rate and p99
+//!   of each, side by side;
+//! - the daemon's idle CPU and resident memory: fresh, after 50,000
+//!   finished tasks, after listing them all page by page, and the same
+//!   after 500,000 (`DAEMON_BENCH_LONG=0` skips the 500,000).
 //!
 //! Run with `bench/daemon.sh` (it builds the release binaries first).
 
@@ -16,12 +21,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpu_agent_dbus::private_bus::PrivateBus;
-use gpu_agent_dbus::{Agent1Proxy, SubmitSpec, BUS_NAME};
+use gpu_agent_dbus::{Agent1Proxy, Dict, SubmitSpec, BUS_NAME};
+use zbus::fdo::PeerProxy;
 
-const RUNS: usize = 5;
+const RUNS: usize = 3;
 const LATENCY_CALLS: usize = 2000;
 const CLIENTS: usize = 8;
-const CALLS_PER_CLIENT: usize = 1000;
+/// Submissions per backlog run, over all clients.
+const BACKLOG_TASKS: usize = 50_000;
+/// Finished tasks at the long mark.
+const LONG_TASKS: usize = 500_000;
 const IDLE_SECONDS: u64 = 10;
 
 fn root() -> PathBuf {
@@ -79,6 +88,101 @@ async fn idle(pid: u32) -> (f64, f64) {
     (cpu, status_mib(pid, "VmRSS:"))
 }
 
+/// What one client does `n` times: a `Submit` or a `Peer.Ping`.
+#[derive(Clone)]
+enum Call {
+    Submit(Agent1Proxy<'static>, Dict),
+    Ping(PeerProxy<'static>),
+}
+
+impl Call {
+    async fn once(&self) {
+        match self {
+            Call::Submit(agent, spec) => {
+                agent.submit(spec.clone()).await.unwrap();
+            }
+            Call::Ping(peer) => peer.ping().await.unwrap(),
+        }
+    }
+}
+
+/// `calls` run concurrently, `n` times each: (calls per second, p99 ms).
+async fn concurrently(calls: Vec<Call>, n: usize) -> (f64, f64) {
+    let t = Instant::now();
+    let handles: Vec<_> = calls
+        .into_iter()
+        .map(|call| {
+            tokio::spawn(async move {
+                let mut ms = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t = Instant::now();
+                    call.once().await;
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                ms
+            })
+        })
+        .collect();
+    let mut ms = Vec::new();
+    for h in handles {
+        ms.extend(h.await.unwrap());
+    }
+    let rate = ms.len() as f64 / t.elapsed().as_secs_f64();
+    ms.sort_by(f64::total_cmp);
+    (rate, percentile(&ms, 0.99))
+}
+
+/// Tasks not yet ended.
+async fn waiting(agent: &Agent1Proxy<'_>) -> usize {
+    let mut n = 0;
+    for state in ["queued", "assigned", "running"] {
+        n += agent.all_tasks(state).await.unwrap().len();
+    }
+    n
+}
+
+/// Waits until every task has ended, saying how it goes on stderr.
+async fn drain(agent: &Agent1Proxy<'_>) {
+    let give_up = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let left = waiting(agent).await;
+        if left == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "{left} tasks still waiting after 30 min"
+        );
+        eprint!("\rdraining: {left} tasks waiting   ");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Submits `n` tiny tasks from `clients`, then waits for them to end.
+async fn run_through(agent: &Agent1Proxy<'_>, clients: &[Agent1Proxy<'static>], n: usize) {
+    let spec = SubmitSpec::new(0.001, 1.0, 600.0, 1.0).to_dict();
+    let mut done = 0;
+    while done < n {
+        let per_client = (n - done).min(50_000) / clients.len();
+        let calls = clients
+            .iter()
+            .map(|c| Call::Submit(c.clone(), spec.clone()))
+            .collect();
+        concurrently(calls, per_client.max(1)).await;
+        done += per_client.max(1) * clients.len();
+        eprint!("\rsubmitted {done} of {n}   ");
+        drain(agent).await;
+    }
+    eprintln!();
+}
+
+/// RSS (MiB) after listing every task page by page.
+async fn rss_after_listing(agent: &Agent1Proxy<'_>, pid: u32) -> f64 {
+    agent.all_tasks("").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    status_mib(pid, "VmRSS:")
+}
+
 fn main() {
     let release = root().join("target/release");
     let daemon_bin = release.join("gpu-agentd");
@@ -87,6 +191,7 @@ fn main() {
         "{} is missing: run bench/daemon.sh (it builds the release binaries)",
         daemon_bin.display()
     );
+    let long = std::env::var("DAEMON_BENCH_LONG").map_or(true, |v| v != "0");
     let bus = PrivateBus::start().expect("private bus");
     let state = tempfile::tempdir_in(root().join("target")).unwrap();
     let plugins = tempfile::tempdir().unwrap();
@@ -97,7 +202,7 @@ fn main() {
     .expect("release fifo plugin (run bench/daemon.sh)");
     let daemon = Daemon(
         Command::new(&daemon_bin)
-            .args(["--session", "--policy", "fifo", "--time-scale", "1000000"])
+            .args(["--session", "--policy", "fifo", "--time-scale", "1000"])
             .arg("--mock")
             .arg(root().join("examples/host.toml"))
             .arg("--state-dir")
@@ -124,6 +229,16 @@ fn main() {
                 .await
                 .unwrap()
         };
+        let peer_of = |conn: zbus::Connection| async move {
+            PeerProxy::builder(&conn)
+                .destination(BUS_NAME)
+                .unwrap()
+                .path(gpu_agent_dbus::AGENT_PATH)
+                .unwrap()
+                .build()
+                .await
+                .unwrap()
+        };
         let conn = connect().await;
         let dbus = zbus::fdo::DBusProxy::new(&conn).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -133,17 +248,11 @@ fn main() {
         }
         let agent = Agent1Proxy::new(&conn).await.unwrap();
         let (fresh_cpu, fresh_rss) = idle(pid).await;
-        let peer = zbus::fdo::PeerProxy::builder(&conn)
-            .destination(BUS_NAME)
-            .unwrap()
-            .path(gpu_agent_dbus::AGENT_PATH)
-            .unwrap()
-            .build()
-            .await
-            .unwrap();
-        let spec = SubmitSpec::new(1.0, 1.0, 600.0, 1.0).to_dict();
+        let peer = peer_of(conn.clone()).await;
+        // A tiny workload: the latency runs leave no backlog behind.
+        let tiny = SubmitSpec::new(0.001, 1.0, 600.0, 1.0).to_dict();
         for _ in 0..200 {
-            agent.submit(spec.clone()).await.unwrap();
+            agent.submit(tiny.clone()).await.unwrap();
             peer.ping().await.unwrap();
         }
 
@@ -154,7 +263,7 @@ fn main() {
             let mut ping = Vec::with_capacity(LATENCY_CALLS);
             for _ in 0..LATENCY_CALLS {
                 let t = Instant::now();
-                agent.submit(spec.clone()).await.unwrap();
+                agent.submit(tiny.clone()).await.unwrap();
                 submit.push(t.elapsed().as_secs_f64() * 1e3);
                 let t = Instant::now();
                 peer.ping().await.unwrap();
@@ -167,60 +276,73 @@ fn main() {
             ping_p50.push(percentile(&ping, 0.5));
             ping_p99.push(percentile(&ping, 0.99));
         }
+        drain(&agent).await;
 
         let mut clients = Vec::new();
+        let mut peers = Vec::new();
         for _ in 0..CLIENTS {
             let conn = connect().await;
             clients.push(Agent1Proxy::new(&conn).await.unwrap());
+            peers.push(peer_of(conn).await);
         }
-        let mut rates = Vec::new();
-        for _ in 0..RUNS {
-            let t = Instant::now();
-            let mut handles = Vec::new();
-            for client in &clients {
-                let (client, spec) = (client.clone(), spec.clone());
-                handles.push(tokio::spawn(async move {
-                    for _ in 0..CALLS_PER_CLIENT {
-                        client.submit(spec.clone()).await.unwrap();
-                    }
-                }));
-            }
-            for h in handles {
-                h.await.unwrap();
-            }
-            rates.push((CLIENTS * CALLS_PER_CLIENT) as f64 / t.elapsed().as_secs_f64());
+        // Workload 1: 1 ms on a GPU of speed 1 at time scale 1000, so the
+        // four GPUs (speeds 1, 1, 0.6, 0.25) end about 2,850 tasks a second
+        // and the backlog grows while the clients submit.
+        let unit = SubmitSpec::new(1.0, 1.0, 600.0, 1.0).to_dict();
+        let per_client = BACKLOG_TASKS / CLIENTS;
+        let (mut submit_rate, mut submit_tail, mut ping_rate, mut ping_tail, mut backlog) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for run in 0..RUNS {
+            eprintln!("backlog run {} of {RUNS}", run + 1);
+            let calls = clients
+                .iter()
+                .map(|c| Call::Submit(c.clone(), unit.clone()))
+                .collect();
+            let (rate, p99) = concurrently(calls, per_client).await;
+            submit_rate.push(rate);
+            submit_tail.push(p99);
+            backlog.push(waiting(&agent).await as f64);
+            let calls = peers.iter().map(|p| Call::Ping(p.clone())).collect();
+            let (rate, p99) = concurrently(calls, per_client).await;
+            ping_rate.push(rate);
+            ping_tail.push(p99);
+            drain(&agent).await;
         }
-        let submitted = 200 + RUNS * (LATENCY_CALLS + CLIENTS * CALLS_PER_CLIENT);
-
-        // Let the work drain, then watch the daemon do nothing.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let waiting = agent.list_tasks("queued").await.unwrap().len()
-                + agent.list_tasks("assigned").await.unwrap().len()
-                + agent.list_tasks("running").await.unwrap().len();
-            if waiting == 0 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{waiting} tasks still waiting");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eprintln!();
+        let finished = 200 + RUNS * (LATENCY_CALLS + CLIENTS * per_client);
+        let (mid_cpu, mid_rss) = idle(pid).await;
+        let mid_listed = rss_after_listing(&agent, pid).await;
+        let long_rss = if long {
+            run_through(&agent, &clients, LONG_TASKS.saturating_sub(finished)).await;
+            let (_, rss) = idle(pid).await;
+            Some((rss, rss_after_listing(&agent, pid).await))
+        } else {
+            None
+        };
         drop(clients);
-        let (loaded_cpu, loaded_rss) = idle(pid).await;
 
-        println!("gpu-agentd through a private dbus-daemon, mock host (4 GPUs), SQLite WAL synchronous=FULL");
-        println!("{RUNS} runs; medians of the per-run figures; {submitted} tasks submitted in all\n");
+        println!("gpu-agentd through a private dbus-daemon, mock host (4 GPUs), time scale 1000, SQLite WAL synchronous=FULL");
+        println!("{RUNS} runs; medians of the per-run figures\n");
         println!("| measure | Submit | baseline: Peer.Ping | ratio |");
         println!("|---|---|---|---|");
         let (s50, p50) = (median(submit_p50), median(ping_p50));
         let (s99, p99) = (median(submit_p99), median(ping_p99));
-        println!("| round trip p50, ms ({LATENCY_CALLS} calls/run) | {s50:.3} | {p50:.3} | {:.2}x |", s50 / p50);
-        println!("| round trip p99, ms | {s99:.3} | {p99:.3} | {:.2}x |", s99 / p99);
+        println!("| one client: round trip p50, ms ({LATENCY_CALLS} calls/run) | {s50:.3} | {p50:.3} | {:.2}x |", s50 / p50);
+        println!("| one client: round trip p99, ms | {s99:.3} | {p99:.3} | {:.2}x |", s99 / p99);
+        let (sr, pr) = (median(submit_rate), median(ping_rate));
+        let (st, pt) = (median(submit_tail), median(ping_tail));
         println!(
-            "| submissions/s, {CLIENTS} clients x {CALLS_PER_CLIENT} | {:.0} | | |",
-            median(rates)
+            "| {CLIENTS} clients x {per_client} under a backlog: calls/s | {sr:.0} | {pr:.0} | {:.2}x |",
+            sr / pr
         );
-        println!("| idle CPU over {IDLE_SECONDS} s, fresh / after the load, % | {fresh_cpu:.3} / {loaded_cpu:.3} | | |");
-        println!("| RSS idle, fresh / after the load, MiB | {fresh_rss:.1} / {loaded_rss:.1} | | |");
+        println!("| {CLIENTS} clients under a backlog: p99, ms | {st:.2} | {pt:.2} | {:.2}x |", st / pt);
+        println!("| backlog when the submissions ended, tasks | {:.0} | | |", median(backlog));
+        println!("| idle CPU over {IDLE_SECONDS} s, fresh / after {finished} tasks, % | {fresh_cpu:.3} / {mid_cpu:.3} | | |");
+        println!("| RSS, fresh, MiB | {fresh_rss:.1} | | |");
+        println!("| RSS after {finished} finished tasks / after listing them all, MiB | {mid_rss:.1} / {mid_listed:.1} | | |");
+        if let Some((rss, listed)) = long_rss {
+            println!("| RSS after {LONG_TASKS} finished tasks / after listing them all, MiB | {rss:.1} / {listed:.1} | | |");
+        }
         println!("| RSS peak, MiB | {:.1} | | |", status_mib(pid, "VmHWM:"));
     });
     drop(daemon);
