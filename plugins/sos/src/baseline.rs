@@ -10,9 +10,15 @@
 //!
 //! Ticks run lazily: at each event, every tick before the event's time (and
 //! at a wake-up, the tick at its time too, which in the simulator comes after
-//! that instant's arrivals) runs, and the policy asks to be woken at the next
-//! tick where a task can leave or be admitted. A task that leaves joins the
-//! end of its device's local queue then.
+//! that instant's arrivals) runs. A task that leaves joins the end of its
+//! device's local queue then, so the policy asks to be woken where a task can
+//! leave ([`TickModel::next_departure`]); a tick where one is only admitted
+//! decides nothing and runs at the next event, before the event's task
+//! arrives or is withdrawn, as a wake-up at that tick would have run it. The
+//! decisions are the same as with a wake-up at every tick where a task is
+//! admitted or leaves, in fewer calls; while a task is held back for an
+//! offline device, the policy is woken at each of those ticks, as each call
+//! retries it.
 //!
 //! Beyond the baseline, which has none of these: a device that cannot hold a
 //! task (memory, run time, offline) counts as full for it; a task that too
@@ -27,7 +33,7 @@ use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, TaskState, View,
 };
 
-use crate::ticks::{Job, OnDevice, TickModel};
+use crate::ticks::{Job, Left, OnDevice, TickModel};
 
 /// Lets a time that is a whole number of ticks in exact arithmetic count as
 /// one in floating point.
@@ -45,6 +51,10 @@ pub struct Baseline {
     held: Vec<(TaskKey, Vec<u32>)>,
     /// The last wake-up asked for.
     asked: Option<f64>,
+    /// Scratch: the tasks leaving their virtual schedules in one call.
+    left: Vec<Left<TaskKey>>,
+    /// Scratch: a task's ticks on each device.
+    on: Vec<OnDevice>,
 }
 
 impl Baseline {
@@ -58,36 +68,36 @@ impl Baseline {
             model: None,
             held: Vec::new(),
             asked: None,
+            left: Vec::new(),
+            on: Vec::new(),
         }
     }
 
-    /// The task as the baseline holds it, or why it cannot be placed.
-    fn job(&self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
+    /// The task as the baseline holds it, with its ticks on each device in
+    /// [`Baseline::on`], or why it cannot be placed.
+    fn job(&mut self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
         let task = view.task(key);
         let mut ever = 0;
-        let on = view
-            .devices
-            .iter()
-            .map(|d| {
-                let runtime = task.runtime_on(d);
-                let holds =
-                    d.memory_gb >= task.mem_gb && runtime.is_finite() && d.takes_gang_of(task.gpus);
-                ever += usize::from(holds);
-                let p = if runtime.is_finite() {
-                    round_to_u8(runtime / self.tick_s).max(1)
-                } else {
-                    u8::MAX
-                };
-                OnDevice {
-                    p,
-                    alpha: floor_to_u8(self.alpha * f64::from(p) + EPS).max(1),
-                    fits: holds && d.online,
-                }
-            })
-            .collect();
+        let (alpha, tick_s) = (self.alpha, self.tick_s);
+        self.on.clear();
+        self.on.extend(view.devices.iter().map(|d| {
+            let runtime = task.runtime_on(d);
+            let holds =
+                d.memory_gb >= task.mem_gb && runtime.is_finite() && d.takes_gang_of(task.gpus);
+            ever += usize::from(holds);
+            let p = if runtime.is_finite() {
+                round_to_u8(runtime / tick_s).max(1)
+            } else {
+                u8::MAX
+            };
+            OnDevice {
+                p,
+                alpha: floor_to_u8(alpha * f64::from(p) + EPS).max(1),
+                fits: holds && d.online,
+            }
+        }));
         let job = Job {
             weight: round_to_u8(task.weight),
-            on,
             gpus: task.gpus as usize,
         };
         if ever >= job.gpus {
@@ -105,10 +115,12 @@ impl Baseline {
         match self.job(view, key) {
             Ok(job) => {
                 let release = ceil_to_u64(view.task(key).arrival / self.tick_s - EPS);
-                self.model
-                    .as_mut()
-                    .expect("made first")
-                    .arrive(release, key, job);
+                self.model.as_mut().expect("made first").arrive(
+                    release,
+                    key,
+                    job,
+                    self.on.drain(..),
+                );
             }
             Err(reason) => out.push(Decision::Reject {
                 task: key,
@@ -174,10 +186,15 @@ fn ceil_to_u64(x: f64) -> u64 {
 impl PolicyImpl for Baseline {
     fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
         let ticks = view.now / self.tick_s;
-        if self.model.is_none() {
-            let first = ceil_to_u64(ticks - EPS);
-            self.model = Some(TickModel::new(view.devices.len(), self.batch, first));
-        }
+        // The first tick at or after now.
+        let now_tick = ceil_to_u64(ticks - EPS);
+        let model = self
+            .model
+            .get_or_insert_with(|| TickModel::new(view.devices.len(), self.batch, now_tick));
+        // The ticks before now at which a task was admitted (or left): a
+        // wake-up at each would have run them before this event.
+        let mut left = std::mem::take(&mut self.left);
+        model.run_events_before(now_tick, |l| left.push(l));
         let mut out = Vec::new();
         match *event {
             Event::Arrived { task } => self.arrive(view, task, &mut out),
@@ -201,18 +218,27 @@ impl PolicyImpl for Baseline {
         let end = if matches!(event, Event::Timer) {
             floor_to_u64(ticks + EPS) + 1
         } else {
-            ceil_to_u64(ticks - EPS)
+            now_tick
         };
         let model = self.model.as_mut().expect("made");
         if end > model.tick() {
-            let held = &mut self.held;
-            model.run_until(end - 1, |left| {
-                if let Err(devices) = Baseline::assign(view, left.key, left.devices, &mut out) {
-                    held.push((left.key, devices));
-                }
-            });
+            model.run_until(end - 1, |l| left.push(l));
         }
-        if let Some(tick) = model.next_event() {
+        for l in left.drain(..) {
+            if let Err(devices) = Baseline::assign(view, l.key, l.devices, &mut out) {
+                self.held.push((l.key, devices));
+            }
+        }
+        self.left = left;
+        // Woken where a task can leave; ticks where one is only admitted
+        // decide nothing and run at the next event. While a task is held,
+        // at every tick where one is admitted too, as each event retries it.
+        let wake = if self.held.is_empty() {
+            model.next_departure()
+        } else {
+            model.next_event()
+        };
+        if let Some(tick) = wake {
             let time = tick as f64 * self.tick_s;
             if self.asked != Some(time) {
                 out.push(Decision::WakeAt { time });

@@ -321,8 +321,9 @@ impl PolicyImpl for Sos {
 /// Either reading of SOS, as parameter `model` picks.
 #[derive(Debug)]
 pub enum SosPolicy {
-    /// The published software scheduler, tick by tick ([`Baseline`]).
-    Baseline(Baseline),
+    /// The published software scheduler, tick by tick ([`Baseline`]; boxed,
+    /// being the larger).
+    Baseline(Box<Baseline>),
     /// The paper's rule in real time ([`Sos`]).
     Paper(Sos),
 }
@@ -365,11 +366,11 @@ impl SosPolicy {
                 let batch = value("batch")?
                     .parse()
                     .map_err(|_| "batch: too large".to_string())?;
-                Ok(SosPolicy::Baseline(Baseline::new(
+                Ok(SosPolicy::Baseline(Box::new(Baseline::new(
                     paper.alpha,
                     tick_s,
                     batch,
-                )))
+                ))))
             }
         }
     }

@@ -29,10 +29,16 @@
 //!
 //! Speed (the decisions are the baseline's to the tick; only the work to
 //! reach them differs): idle stretches run in one step per device, none on a
-//! device they cannot change; each device keeps the tick its head leaves at,
-//! so the next event is a minimum over devices; the cost table is kept by
-//! column, padded to [`LANES`], so that a newcomer's sums compile to
-//! branch-free code, and a tick without a newcomer computes none.
+//! device they cannot change, and only when the device next changes; each
+//! device keeps the tick its head leaves at, and the model the least of them
+//! and whether the first waiting job can be admitted, so the next event costs
+//! no search; each device keeps which entries of its tables belong to the
+//! pending change's job and to the head (bit masks), so a tick scans no
+//! table; the cost table is kept by column, padded to [`LANES`], so that a
+//! newcomer's sums compile to branch-free code, and a tick without a newcomer
+//! computes none; waiting jobs' ticks on each device share one buffer.
+
+use std::collections::VecDeque;
 
 /// Entries per device: the baseline's `JOBS_PER_MACHINE`.
 pub const SLOTS: usize = 10;
@@ -42,13 +48,12 @@ const STACK: usize = SLOTS + 1;
 /// behind every newcomer, adding nothing) to a whole number of vectors.
 const LANES: usize = 16;
 
-/// A job's ticks and weight as the baseline holds them.
-#[derive(Debug, Clone, PartialEq)]
+/// A job's weight and size as the baseline holds them (its ticks on each
+/// device come beside it, as [`OnDevice`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
     /// Weight (`uint8_t`).
     pub weight: u8,
-    /// Its ticks on each device, by device index.
-    pub on: Vec<OnDevice>,
     /// Devices it needs at once (the baseline's jobs need 1). A gang goes,
     /// one copy each, to the `gpus` cheapest devices that can hold it (ties
     /// to the lower index) and leaves once its last copy has.
@@ -80,7 +85,7 @@ struct CostEntry {
 /// empty).
 #[derive(Debug, Clone)]
 struct CostTable {
-    job: [u32; SLOTS],
+    job: [u32; LANES],
     proc: [u8; LANES],
     weight: [u8; LANES],
     wspt: [u8; LANES],
@@ -89,7 +94,7 @@ struct CostTable {
 impl CostTable {
     fn new() -> CostTable {
         CostTable {
-            job: [0; SLOTS],
+            job: [0; LANES],
             proc: [0; LANES],
             weight: [0; LANES],
             wspt: [0; LANES],
@@ -182,7 +187,40 @@ impl Addresses {
     }
 }
 
+/// The lanes of `column` that hold `job`, as a bit mask (bit j: lane j);
+/// branch-free over all [`LANES`].
+fn lanes_of(column: &[u32; LANES], job: u32) -> u16 {
+    column
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (j, &x)| mask | (u16::from(x == job) << j))
+}
+
+/// The lanes set in `mask`, in increasing order.
+fn lanes(mut mask: u16) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let j = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            j
+        })
+    })
+}
+
+/// The alpha table: per entry a job id (0: free) and its ticks left at the
+/// head, by column ([`LANES`] wide; entries past [`SLOTS`] stay free).
+#[derive(Debug, Clone)]
+struct AlphaTable {
+    job: [u32; LANES],
+    left: [u8; LANES],
+}
+
 /// One device's state.
+///
+/// Two masks spare the scans of the baseline's loops over its tables:
+/// `change_lanes` holds the cost-table entries of the pending change's job,
+/// `head_lanes` the alpha-table entries of the head. Only what changes a
+/// table's job ids, the head or the change updates them.
 #[derive(Debug, Clone)]
 struct Machine {
     cost: CostTable,
@@ -191,7 +229,11 @@ struct Machine {
     incoming: Option<CostEntry>,
     /// The alpha stage's last change: (job, op); job 0 is none.
     change: (u32, Op),
-    alpha: [(u32, u8); SLOTS],
+    /// The cost-table entries whose job is `change`'s (none for job 0).
+    change_lanes: u16,
+    alpha: AlphaTable,
+    /// The alpha-table entries whose job is the head (none without a head).
+    head_lanes: u16,
     alpha_free: Addresses,
     queue: [u32; SLOTS],
     count: usize,
@@ -213,7 +255,12 @@ impl Machine {
             cost_free: Addresses::new(),
             incoming: None,
             change: (0, Op::Update),
-            alpha: [(0, 0); SLOTS],
+            change_lanes: 0,
+            alpha: AlphaTable {
+                job: [0; LANES],
+                left: [0; LANES],
+            },
+            head_lanes: 0,
             alpha_free: Addresses::new(),
             queue: [0; SLOTS],
             count: 0,
@@ -228,18 +275,34 @@ impl Machine {
         self.queue[0]
     }
 
+    /// Sets the pending change, and the entries it applies to.
+    fn set_change(&mut self, change: (u32, Op)) {
+        if change.0 != self.change.0 {
+            self.change_lanes = if change.0 == 0 {
+                0
+            } else {
+                lanes_of(&self.cost.job, change.0)
+            };
+        }
+        self.change = change;
+    }
+
+    /// Recomputes which alpha-table entries are the head's, after the head
+    /// or the table's job ids changed.
+    fn find_head(&mut self) {
+        let top = self.top();
+        self.head_lanes = if top == 0 {
+            0
+        } else {
+            lanes_of(&self.alpha.job, top)
+        };
+    }
+
     /// Stage 1's bookkeeping on this device: the incoming job enters, the
     /// last change is applied.
     fn settle(&mut self) {
         self.enter_incoming();
-        let job = self.change.0;
-        if job != 0 {
-            for j in 0..SLOTS {
-                if self.cost.job[j] == job {
-                    self.apply_change(j);
-                }
-            }
-        }
+        self.apply_change();
     }
 
     /// Stage 1's cost, after [`Machine::settle`]: (cost, position) of a
@@ -260,26 +323,34 @@ impl Machine {
             // with at most SLOTS jobs per device, short of the reuse quirk.
             if let Some(a) = self.cost_free.pop() {
                 self.cost.set(a, entry);
+                let bit = 1 << a;
+                if entry.job == self.change.0 {
+                    self.change_lanes |= bit;
+                } else {
+                    self.change_lanes &= !bit;
+                }
             }
         }
     }
 
-    fn apply_change(&mut self, j: usize) {
-        let (job, op) = self.change;
-        if job == 0 || job != self.cost.job[j] {
-            return;
-        }
+    /// The pending change, once, to every entry of its job (in address
+    /// order, as the baseline's loop over its table).
+    fn apply_change(&mut self) {
         let t = &mut self.cost;
-        match op {
+        match self.change.1 {
             Op::Update => {
-                t.proc[j] = t.proc[j].wrapping_sub(1);
-                t.weight[j] = t.weight[j].wrapping_sub(t.wspt[j]);
+                for j in lanes(self.change_lanes) {
+                    t.proc[j] = t.proc[j].wrapping_sub(1);
+                    t.weight[j] = t.weight[j].wrapping_sub(t.wspt[j]);
+                }
             }
             Op::Invalidate => {
-                t.proc[j] = 0;
-                t.weight[j] = 0;
-                t.wspt[j] = 0;
-                self.cost_free.push(j as u8);
+                for j in lanes(self.change_lanes) {
+                    t.proc[j] = 0;
+                    t.weight[j] = 0;
+                    t.wspt[j] = 0;
+                    self.cost_free.push(j as u8);
+                }
             }
         }
     }
@@ -288,26 +359,26 @@ impl Machine {
     fn alpha_stage(&mut self, newcomer: Option<(u32, u8)>) -> bool {
         let top = self.top();
         let mut pop = false;
-        if top != 0 {
-            for i in 0..SLOTS {
-                if self.alpha[i].0 == top {
-                    self.alpha[i].1 = self.alpha[i].1.wrapping_sub(1);
-                    self.change.0 = top;
-                    if self.alpha[i].1 == 0 {
-                        self.alpha[i].0 = 0;
-                        pop = true;
-                        self.change.1 = Op::Invalidate;
-                        self.alpha_free.push(i as u8);
-                    } else {
-                        pop = false;
-                        self.change.1 = Op::Update;
-                    }
+        if top != 0 && self.head_lanes != 0 {
+            // Every entry of the head counts down; the last decides.
+            let mut op = Op::Update;
+            for i in lanes(self.head_lanes) {
+                self.alpha.left[i] = self.alpha.left[i].wrapping_sub(1);
+                pop = self.alpha.left[i] == 0;
+                if pop {
+                    self.alpha.job[i] = 0;
+                    self.alpha_free.push(i as u8);
+                    op = Op::Invalidate;
+                } else {
+                    op = Op::Update;
                 }
             }
+            self.set_change((top, op));
         }
         if let Some((job, alpha)) = newcomer {
             if let Some(a) = self.alpha_free.pop() {
-                self.alpha[a] = (job, alpha);
+                self.alpha.job[a] = job;
+                self.alpha.left[a] = alpha;
             }
         }
         pop
@@ -349,24 +420,23 @@ impl Machine {
         popped.filter(|&j| j != 0)
     }
 
-    /// Sets [`Machine::leaves_at`] from the state after tick `tick`.
-    fn refresh_leaves_at(&mut self, tick: u64) {
+    /// After a tick `tick` in which the head or the alpha table changed:
+    /// finds the head's entries and sets [`Machine::leaves_at`].
+    fn refresh_head(&mut self, tick: u64) {
+        self.find_head();
         self.leaves_at = self.ticks_to_pop().map(|n| tick + n);
     }
 
     /// Ticks until the head leaves (when nothing new arrives), if it has one.
     fn ticks_to_pop(&self) -> Option<u64> {
-        let top = self.top();
-        if top == 0 {
+        if self.head_lanes == 0 {
             return None;
         }
-        // The alpha stage changes the last matching entry; there is one.
-        self.alpha.iter().rev().find(|a| a.0 == top).map(|a| {
-            if a.1 == 0 {
-                256
-            } else {
-                u64::from(a.1)
-            }
+        // The alpha stage's last entry of the head decides.
+        let last = 15 - self.head_lanes.leading_zeros() as usize;
+        Some(match self.alpha.left[last] {
+            0 => 256,
+            left => u64::from(left),
         })
     }
 
@@ -376,26 +446,22 @@ impl Machine {
             return;
         }
         self.enter_incoming();
-        let top = self.top();
         // Whether the alpha stage counts the head down.
-        debug_assert_eq!(
-            self.leaves_at.is_some(),
-            top != 0 && self.alpha.iter().any(|a| a.0 == top)
-        );
+        debug_assert_eq!(self.leaves_at.is_some(), self.head_lanes != 0);
         if self.leaves_at.is_some() {
             // The pending change applies at the first tick; from then on the
             // alpha stage asks, each tick, for the head's update.
-            let head = (top, Op::Update);
+            let head = (self.top(), Op::Update);
             if self.change == head {
                 self.repeat_change(n);
             } else {
                 self.repeat_change(1);
-                self.change = head;
+                self.set_change(head);
                 self.repeat_change(n - 1);
             }
             let r = (n % 256) as u8;
-            for a in self.alpha.iter_mut().filter(|a| a.0 == top) {
-                a.1 = a.1.wrapping_sub(r);
+            for i in lanes(self.head_lanes) {
+                self.alpha.left[i] = self.alpha.left[i].wrapping_sub(r);
             }
         } else {
             // Nothing changes the pending change: it applies every tick.
@@ -412,15 +478,14 @@ impl Machine {
 
     /// Applies the pending change `n` times, as `n` ticks' cost stages do.
     fn repeat_change(&mut self, n: u64) {
-        let (job, op) = self.change;
-        if job == 0 || n == 0 {
+        if self.change_lanes == 0 || n == 0 {
             return;
         }
-        match op {
+        match self.change.1 {
             Op::Update => {
                 let r = (n % 256) as u8;
                 let t = &mut self.cost;
-                for j in (0..SLOTS).filter(|&j| t.job[j] == job) {
+                for j in lanes(self.change_lanes) {
                     t.proc[j] = t.proc[j].wrapping_sub(r);
                     t.weight[j] = t.weight[j].wrapping_sub(t.wspt[j].wrapping_mul(r));
                 }
@@ -430,19 +495,28 @@ impl Machine {
                 // pushes of the cleared addresses change anything, until the
                 // ring is full (after at most STACK pushes).
                 for _ in 0..n.min(STACK as u64 + 1) {
-                    let mut any = false;
-                    for j in 0..SLOTS {
-                        if self.cost.job[j] == job {
-                            any = true;
-                            self.apply_change(j);
-                        }
-                    }
-                    if !any || self.cost_free.is_full() {
+                    self.apply_change();
+                    if self.cost_free.is_full() {
                         break;
                     }
                 }
             }
         }
+    }
+
+    /// Whether the masks agree with the tables (for debug assertions).
+    fn masks_agree(&self) -> bool {
+        let change = if self.change.0 == 0 {
+            0
+        } else {
+            lanes_of(&self.cost.job, self.change.0)
+        };
+        let head = if self.top() == 0 {
+            0
+        } else {
+            lanes_of(&self.alpha.job, self.top())
+        };
+        change == self.change_lanes && head == self.head_lanes
     }
 }
 
@@ -466,6 +540,18 @@ struct InFlight<K> {
     copies: usize,
 }
 
+/// A job waiting for admission; its [`OnDevice`]s are the next ones in
+/// [`TickModel::on`].
+#[derive(Debug, Clone)]
+struct Waiting<K> {
+    release: u64,
+    key: K,
+    job: Job,
+    /// Its least alpha on a device that can hold it (at least 1; 255 where
+    /// none can, which holds it back anyway).
+    soonest: u8,
+}
+
 /// The baseline's scheduler and admission loop.
 #[derive(Debug, Clone)]
 pub struct TickModel<K> {
@@ -474,8 +560,17 @@ pub struct TickModel<K> {
     turn: usize,
     /// The next tick to run.
     tick: u64,
-    /// Jobs not yet admitted, in arrival order: (release tick, key, job).
-    waiting: std::collections::VecDeque<(u64, K, Job)>,
+    /// The devices' own next tick: the idle ticks from it to `tick` are
+    /// run at once when the devices next change (running them in one
+    /// stretch or several is the same).
+    settled: u64,
+    /// Jobs not yet admitted, in arrival order.
+    waiting: VecDeque<Waiting<K>>,
+    /// Their ticks on each device, job after job from `on[on_start]` (one
+    /// allocation for all; the admitted jobs' ticks before `on_start` are
+    /// dropped now and then).
+    on: Vec<OnDevice>,
+    on_start: usize,
     /// Whether every queue was full after the last tick.
     all_full: bool,
     /// Jobs per batch (0: no batches).
@@ -490,6 +585,14 @@ pub struct TickModel<K> {
     /// Each id in flight (hashbrown's default hasher: ids are ours, not an
     /// adversary's, so SipHash's protection buys nothing here).
     keys: hashbrown::HashMap<u32, InFlight<K>>,
+    /// The first tick at which a head leaves, if any: the least
+    /// `leaves_at`, kept by [`TickModel::step`].
+    pops: Option<u64>,
+    /// The release of the first waiting job if nothing but its release holds
+    /// it back, kept by whatever changes that ([`TickModel::refresh_front`]).
+    front: Option<u64>,
+    /// Scratch: the newcomer's ticks on each device.
+    newcomer: Vec<OnDevice>,
     /// Scratch: each device's (cost, position) for the newcomer.
     costs: Vec<(u32, u8)>,
 }
@@ -511,7 +614,10 @@ impl<K: Copy> TickModel<K> {
             machines: (0..devices).map(|_| Machine::new()).collect(),
             turn: 0,
             tick,
-            waiting: Default::default(),
+            settled: tick,
+            waiting: VecDeque::new(),
+            on: Vec::new(),
+            on_start: 0,
             all_full: false,
             batch,
             admitted: 0,
@@ -519,6 +625,9 @@ impl<K: Copy> TickModel<K> {
             next_id: 1,
             ids,
             keys: Default::default(),
+            pops: None,
+            front: None,
+            newcomer: Vec::with_capacity(devices),
             costs: vec![(0, 0); devices],
         }
     }
@@ -528,10 +637,36 @@ impl<K: Copy> TickModel<K> {
         self.tick
     }
 
-    /// A job released at `release` (admitted in arrival order, one per tick).
-    pub fn arrive(&mut self, release: u64, key: K, job: Job) {
-        debug_assert_eq!(job.on.len(), self.machines.len());
-        self.waiting.push_back((release, key, job));
+    /// A job released at `release` (admitted in arrival order, one per
+    /// tick), with its ticks `on` each device, by device index (devices
+    /// past the model's, added since it was made, are not its).
+    pub fn arrive(
+        &mut self,
+        release: u64,
+        key: K,
+        job: Job,
+        on: impl IntoIterator<Item = OnDevice>,
+    ) {
+        let mut soonest = u8::MAX;
+        for on in on.into_iter().take(self.machines.len()) {
+            if on.fits {
+                soonest = soonest.min(on.alpha.max(1));
+            }
+            self.on.push(on);
+        }
+        debug_assert_eq!(
+            self.on.len() - self.on_start,
+            (self.waiting.len() + 1) * self.machines.len()
+        );
+        self.waiting.push_back(Waiting {
+            release,
+            key,
+            job,
+            soonest,
+        });
+        if self.waiting.len() == 1 {
+            self.refresh_front();
+        }
     }
 
     /// Drops `key` if it is still waiting for admission.
@@ -539,24 +674,36 @@ impl<K: Copy> TickModel<K> {
     where
         K: PartialEq,
     {
-        self.waiting.retain(|(_, k, _)| *k != key);
+        if let Some(k) = self.waiting.iter().position(|w| w.key == key) {
+            self.waiting.remove(k);
+            let from = self.on_start + k * self.machines.len();
+            self.on.drain(from..from + self.machines.len());
+            self.refresh_front();
+        }
     }
 
-    /// Whether the head of `waiting` may be admitted at `tick`.
-    fn admissible(&self, tick: u64) -> bool {
-        let Some((release, _, job)) = self.waiting.front() else {
-            return false;
-        };
-        *release <= tick
-            && !self.all_full
-            && (self.batch == 0 || self.admitted < self.batch || self.in_flight == 0)
-            && self
-                .machines
-                .iter()
-                .zip(&job.on)
-                .filter(|(m, on)| on.fits && !m.full)
-                .count()
-                >= job.gpus.max(1)
+    /// Sets [`TickModel::front`], after the first waiting job or what holds
+    /// it back changed.
+    fn refresh_front(&mut self) {
+        self.front = self.unheld_release();
+    }
+
+    /// The first waiting job's release, unless something else holds it back:
+    /// every queue full, its batch waiting for the last to leave, or fewer
+    /// devices that can hold it with room than it needs.
+    fn unheld_release(&self) -> Option<u64> {
+        let w = self.waiting.front()?;
+        if self.all_full || !(self.batch == 0 || self.admitted < self.batch || self.in_flight == 0)
+        {
+            return None;
+        }
+        let open = self
+            .machines
+            .iter()
+            .zip(&self.on[self.on_start..])
+            .filter(|(m, on)| on.fits && !m.full)
+            .count();
+        (open >= w.job.gpus.max(1)).then_some(w.release)
     }
 
     /// The next tick at which a job can leave or be admitted, if any.
@@ -564,55 +711,93 @@ impl<K: Copy> TickModel<K> {
         debug_assert!(self
             .machines
             .iter()
-            .all(|m| m.leaves_at == m.ticks_to_pop().map(|n| self.tick + n - 1)));
-        let pop = self.machines.iter().filter_map(|m| m.leaves_at).min();
-        let admit = self
-            .waiting
-            .front()
-            .filter(|_| self.admissible(u64::MAX))
-            .map(|(release, _, _)| (*release).max(self.tick));
-        match (pop, admit) {
+            .all(|m| m.masks_agree()
+                && m.leaves_at == m.ticks_to_pop().map(|n| self.settled + n - 1)));
+        debug_assert_eq!(
+            self.pops,
+            self.machines.iter().filter_map(|m| m.leaves_at).min()
+        );
+        debug_assert_eq!(self.front, self.unheld_release());
+        let admit = self.front.map(|release| release.max(self.tick));
+        match (self.pops, admit) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Runs every tick up to `last` (inclusive), reporting jobs that leave.
-    pub fn run_until(&mut self, last: u64, mut left: impl FnMut(Left<K>)) {
-        while self.tick <= last {
-            let next = self.next_event().unwrap_or(u64::MAX);
-            if next > self.tick {
-                let idle = next.min(last + 1) - self.tick;
-                for m in &mut self.machines {
-                    m.idle(idle);
-                }
-                self.tick += idle;
-                if self.tick > last {
-                    break;
-                }
-                // Idle ticks move no event: the next one is due now.
+    /// The earliest tick at which a job can leave, as far as the jobs known
+    /// now tell (at or before the next departure, if any): a head leaves at
+    /// its `leaves_at`, unless a newcomer displaces it (later, then), and a
+    /// job admitted at tick t, which no earlier than the jobs ahead of it and
+    /// one per tick, leaves no sooner than t + its least alpha (at least 1).
+    /// No admission is possible, and so none counts, while the first waiting
+    /// job is held back: only a departure changes that.
+    pub fn next_departure(&self) -> Option<u64> {
+        let mut soonest = self.pops;
+        if self.front.is_none() {
+            return soonest;
+        }
+        let mut admit = self.tick;
+        for w in &self.waiting {
+            admit = admit.max(w.release);
+            if soonest.is_some_and(|s| s <= admit + 1) {
+                break;
             }
+            let leaves = admit + u64::from(w.soonest);
+            soonest = Some(soonest.map_or(leaves, |s| s.min(leaves)));
+            admit += 1;
+        }
+        soonest
+    }
+
+    /// Runs every tick before `end` at which a job can leave or be admitted,
+    /// and the idle ticks between them, as wake-ups at each of those ticks
+    /// would have; the idle ticks after the last of them are left to run.
+    pub fn run_events_before(&mut self, end: u64, mut left: impl FnMut(Left<K>)) {
+        while let Some(tick) = self.next_event().filter(|&t| t < end) {
+            self.idle_until(tick);
             self.step(&mut left);
         }
+    }
+
+    /// Runs every tick up to `last` (inclusive), reporting jobs that leave.
+    pub fn run_until(&mut self, last: u64, mut left: impl FnMut(Left<K>)) {
+        while let Some(tick) = self.next_event().filter(|&t| t <= last) {
+            self.idle_until(tick);
+            self.step(&mut left);
+        }
+        self.idle_until(last.saturating_add(1));
+    }
+
+    /// Passes the idle ticks before `tick`, in which no job arrives and none
+    /// leaves (the devices run them when they next change).
+    fn idle_until(&mut self, tick: u64) {
+        self.tick = self.tick.max(tick);
     }
 
     /// One tick, as the baseline's `schedule_jobs` loop runs it.
     fn step(&mut self, left: &mut impl FnMut(Left<K>)) {
         let tick = self.tick;
+        let idle = tick - self.settled;
+        if idle > 0 {
+            for m in &mut self.machines {
+                m.idle(idle);
+            }
+        }
         let newcomer = self.admit(tick);
         for m in &mut self.machines {
             m.settle();
         }
-        if let Some((id, job)) = &newcomer {
-            self.place(*id, job);
+        if let Some((id, job)) = newcomer {
+            self.place(id, job);
         }
         let mut all_full = true;
+        let mut pops = None;
         for (d, m) in self.machines.iter_mut().enumerate() {
             // The devices the newcomer went to are those with a job incoming.
             let mine = newcomer
-                .as_ref()
                 .filter(|_| m.incoming.is_some())
-                .map(|(id, job)| (*id, job.on[d].alpha, self.costs[d].1));
+                .map(|(id, _)| (id, self.newcomer[d].alpha, self.costs[d].1));
             let pop = m.alpha_stage(mine.map(|(id, alpha, _)| (id, alpha)));
             if let Some(id) = m.queue_stage(mine.map(|(id, _, at)| (id, at)), pop) {
                 let last = self.keys.get_mut(&id).is_some_and(|f| {
@@ -631,25 +816,45 @@ impl<K: Copy> TickModel<K> {
             }
             // Otherwise the head is the same and one tick nearer its end.
             if mine.is_some() || pop {
-                m.refresh_leaves_at(tick);
+                m.refresh_head(tick);
             }
             m.quiet = false;
             all_full &= m.full;
+            pops = match (pops, m.leaves_at) {
+                (Some(a), Some(b)) => Some(u64::min(a, b)),
+                (a, b) => a.or(b),
+            };
         }
         self.all_full = all_full;
+        self.pops = pops;
+        self.refresh_front();
         self.tick += 1;
+        self.settled = self.tick;
     }
 
-    /// The job admitted at `tick`, if any, with its id.
+    /// The job admitted at `tick`, if any, with its id; its ticks on each
+    /// device go to [`TickModel::newcomer`].
     fn admit(&mut self, tick: u64) -> Option<(u32, Job)> {
-        if !self.admissible(tick) {
+        if self.front.is_none_or(|release| release > tick) {
             return None;
         }
         if self.batch > 0 && self.admitted == self.batch {
             self.admitted = 0;
             self.next_id = 1;
         }
-        let (_, key, job) = self.waiting.pop_front().expect("admissible");
+        let w = self.waiting.pop_front().expect("admissible");
+        let end = self.on_start + self.machines.len();
+        self.newcomer.clear();
+        self.newcomer
+            .extend_from_slice(&self.on[self.on_start..end]);
+        self.on_start = end;
+        if self.on_start == self.on.len() {
+            self.on.clear();
+            self.on_start = 0;
+        } else if self.on_start > self.on.len() / 2 {
+            self.on.drain(..self.on_start);
+            self.on_start = 0;
+        }
         let id = self.next_id;
         self.next_id = if id == self.ids { 1 } else { id + 1 };
         self.admitted += 1;
@@ -657,20 +862,21 @@ impl<K: Copy> TickModel<K> {
         self.keys.insert(
             id,
             InFlight {
-                key,
+                key: w.key,
                 devices: Vec::new(),
                 copies: 0,
             },
         );
-        Some((id, job))
+        Some((id, w.job))
     }
 
     /// Stage 1's choice, after every device settled: the newcomer `id`'s
     /// cost on each open device, its device(s), where it is incoming.
-    fn place(&mut self, id: u32, job: &Job) {
+    fn place(&mut self, id: u32, job: Job) {
         let n = self.machines.len();
+        let on = &self.newcomer;
         let open = |m: &Machine, on: &OnDevice| on.fits && !m.full;
-        for (d, (m, on)) in self.machines.iter().zip(&job.on).enumerate() {
+        for (d, (m, on)) in self.machines.iter().zip(on).enumerate() {
             if open(m, on) {
                 self.costs[d] = m.cost(job.weight, on.p);
             }
@@ -679,7 +885,7 @@ impl<K: Copy> TickModel<K> {
         let mut devices = if job.gpus <= 1 {
             let (mut best, mut least, mut equal) = (0usize, u32::MAX, 1usize);
             for d in 0..n {
-                if !open(&self.machines[d], &job.on[d]) {
+                if !open(&self.machines[d], &on[d]) {
                     continue;
                 }
                 if costs[d].0 < least {
@@ -696,7 +902,7 @@ impl<K: Copy> TickModel<K> {
             vec![best as u32]
         } else {
             let mut cheapest: Vec<u32> = (0..n)
-                .filter(|&d| open(&self.machines[d], &job.on[d]))
+                .filter(|&d| open(&self.machines[d], &on[d]))
                 .map(|d| d as u32)
                 .collect();
             cheapest.sort_by_key(|&d| (costs[d as usize].0, d));
@@ -705,7 +911,7 @@ impl<K: Copy> TickModel<K> {
         };
         devices.sort_unstable();
         for &d in &devices {
-            let (w, p) = (job.weight, job.on[d as usize].p);
+            let (w, p) = (job.weight, on[d as usize].p);
             self.machines[d as usize].incoming = Some(CostEntry {
                 job: id,
                 proc: p,
@@ -732,8 +938,11 @@ mod tests {
         out
     }
 
+    /// A job as a test hands it over: release tick, job, ticks on each device.
+    type Arrival = (u64, Job, Vec<OnDevice>);
+
     /// `n` jobs on `devices` devices from a small linear congruential stream.
-    fn jobs(seed: u64, n: usize, devices: usize) -> Vec<(u64, Job)> {
+    fn jobs(seed: u64, n: usize, devices: usize) -> Vec<Arrival> {
         let mut x = seed;
         let mut next = |m: u64| {
             x = x
@@ -757,18 +966,18 @@ mod tests {
                 }
                 let job = Job {
                     weight: next(256) as u8,
-                    on: p
-                        .iter()
-                        .zip(&fits)
-                        .map(|(&p, &fits)| OnDevice {
-                            p,
-                            alpha: (p * 3 / 5).max(1),
-                            fits,
-                        })
-                        .collect(),
                     gpus,
                 };
-                (release, job)
+                let on = p
+                    .iter()
+                    .zip(&fits)
+                    .map(|(&p, &fits)| OnDevice {
+                        p,
+                        alpha: (p * 3 / 5).max(1),
+                        fits,
+                    })
+                    .collect();
+                (release, job, on)
             })
             .collect()
     }
@@ -778,9 +987,9 @@ mod tests {
         for (seed, batch) in [(1, 0), (2, 5), (3, 100), (4, 7)] {
             let mut lazy = TickModel::new(3, batch, 0);
             let mut every = TickModel::new(3, batch, 0);
-            for (k, (release, job)) in jobs(seed, 300, 3).into_iter().enumerate() {
-                lazy.arrive(release, k, job.clone());
-                every.arrive(release, k, job);
+            for (k, (release, job, on)) in jobs(seed, 300, 3).into_iter().enumerate() {
+                lazy.arrive(release, k, job, on.clone());
+                every.arrive(release, k, job, on);
             }
             let mut left = Vec::new();
             // In uneven stretches, as events would cut them.
@@ -794,6 +1003,70 @@ mod tests {
         }
     }
 
+    /// Drives a model as the policy does: each job's arrival is an event at
+    /// its release tick (before that tick's wake-up), and the wake-ups are
+    /// those `wake` asks for after each call (a timer asked for earlier still
+    /// fires). Returns the jobs that left and the number of calls; panics if
+    /// a job leaves at a tick without a wake-up.
+    fn woken(
+        jobs: Vec<Arrival>,
+        batch: usize,
+        wake: fn(&TickModel<usize>) -> Option<u64>,
+    ) -> (Vec<Left<usize>>, usize) {
+        let mut m = TickModel::new(3, batch, 0);
+        let mut timers = std::collections::BTreeSet::new();
+        let mut arrivals = jobs.into_iter().enumerate().peekable();
+        let (mut left, mut calls) = (Vec::new(), 0);
+        let unwoken = |l: Left<usize>| panic!("{l:?} left without a wake-up");
+        loop {
+            let arrival = arrivals.peek().map(|(_, (release, _, _))| *release);
+            let timer = timers.first().copied();
+            match timer.filter(|&t| arrival.is_none_or(|r| t < r)) {
+                None => {
+                    let Some((k, (r, job, on))) = arrivals.next() else {
+                        break;
+                    };
+                    m.run_events_before(r, unwoken);
+                    m.arrive(r, k, job, on);
+                    m.run_until(r.saturating_sub(1), unwoken);
+                }
+                Some(t) => {
+                    timers.remove(&t);
+                    m.run_events_before(t, unwoken);
+                    m.run_until(t, |l| {
+                        assert_eq!(l.tick, t);
+                        left.push(l);
+                    });
+                }
+            }
+            calls += 1;
+            timers.extend(wake(&m));
+        }
+        (left, calls)
+    }
+
+    #[test]
+    fn woken_only_where_a_job_can_leave_every_job_leaves_on_time() {
+        for (seed, batch) in [(5, 0), (6, 5), (7, 100), (8, 7)] {
+            let jobs = jobs(seed, 300, 3);
+            let mut every = TickModel::new(3, batch, 0);
+            for (k, (release, job, on)) in jobs.iter().enumerate() {
+                every.arrive(*release, k, *job, on.clone());
+            }
+            let (left, calls) = woken(jobs.clone(), batch, TickModel::next_departure);
+            assert_eq!(left.len(), 300, "seed {seed}");
+            let last = left.last().expect("left").tick;
+            assert_eq!(left, literal(&mut every, last), "seed {seed}");
+            // Woken also where a job is admitted: the same, with more calls.
+            let (left_too, more) = woken(jobs, batch, TickModel::next_event);
+            assert_eq!(left, left_too, "seed {seed}");
+            assert!(
+                calls < more,
+                "seed {seed}: {calls} calls, {more} waking at admissions"
+            );
+        }
+    }
+
     #[test]
     fn the_cheapest_device_takes_a_job_and_it_leaves_after_its_alpha_ticks() {
         // Device 0 is empty: cost w·p = 2·4 = 8 there, 2·6 = 12 on device 1.
@@ -801,22 +1074,19 @@ mod tests {
         m.arrive(
             0,
             7,
-            Job {
-                weight: 2,
-                on: vec![
-                    OnDevice {
-                        p: 4,
-                        alpha: 2,
-                        fits: true,
-                    },
-                    OnDevice {
-                        p: 6,
-                        alpha: 3,
-                        fits: true,
-                    },
-                ],
-                gpus: 1,
-            },
+            Job { weight: 2, gpus: 1 },
+            [
+                OnDevice {
+                    p: 4,
+                    alpha: 2,
+                    fits: true,
+                },
+                OnDevice {
+                    p: 6,
+                    alpha: 3,
+                    fits: true,
+                },
+            ],
         );
         let mut left = Vec::new();
         m.run_until(10, |l| left.push(l));
