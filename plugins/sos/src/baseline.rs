@@ -42,7 +42,9 @@ const EPS: f64 = 1e-9;
 /// The baseline policy.
 #[derive(Debug)]
 pub struct Baseline {
-    alpha: f64,
+    /// The alpha stage's ticks for each expected time p (1..=255):
+    /// floor(alpha · p), at least 1.
+    alpha_ticks: [u8; 256],
     tick_s: f64,
     batch: usize,
     model: Option<TickModel<TaskKey>>,
@@ -62,7 +64,9 @@ impl Baseline {
     /// batches of `batch` tasks (0: none).
     pub fn new(alpha: f64, tick_s: f64, batch: usize) -> Baseline {
         Baseline {
-            alpha,
+            alpha_ticks: std::array::from_fn(|p| {
+                floor_to_u8(alpha * f64::from(p as u8) + EPS).max(1)
+            }),
             tick_s,
             batch,
             model: None,
@@ -78,7 +82,7 @@ impl Baseline {
     fn job(&mut self, view: &View<'_>, key: TaskKey) -> Result<Job, String> {
         let task = view.task(key);
         let mut ever = 0;
-        let (alpha, tick_s) = (self.alpha, self.tick_s);
+        let (alpha_ticks, tick_s) = (&self.alpha_ticks, self.tick_s);
         self.on.clear();
         self.on.extend(view.devices.iter().map(|d| {
             let runtime = task.runtime_on(d);
@@ -92,7 +96,7 @@ impl Baseline {
             };
             OnDevice {
                 p,
-                alpha: floor_to_u8(alpha * f64::from(p) + EPS).max(1),
+                alpha: alpha_ticks[usize::from(p)],
                 fits: holds && d.online,
             }
         }));
@@ -115,12 +119,10 @@ impl Baseline {
         match self.job(view, key) {
             Ok(job) => {
                 let release = ceil_to_u64(view.task(key).arrival / self.tick_s - EPS);
-                self.model.as_mut().expect("made first").arrive(
-                    release,
-                    key,
-                    job,
-                    self.on.drain(..),
-                );
+                self.model
+                    .as_mut()
+                    .expect("made first")
+                    .arrive(release, key, job, &self.on);
             }
             Err(reason) => out.push(Decision::Reject {
                 task: key,
@@ -193,7 +195,7 @@ impl PolicyImpl for Baseline {
             .get_or_insert_with(|| TickModel::new(view.devices.len(), self.batch, now_tick));
         // The ticks before now at which a task was admitted (or left): a
         // wake-up at each would have run them before this event.
-        let mut left = std::mem::take(&mut self.left);
+        let left = &mut self.left;
         model.run_events_before(now_tick, |l| left.push(l));
         let mut out = Vec::new();
         match *event {
@@ -209,9 +211,11 @@ impl PolicyImpl for Baseline {
             _ => {}
         }
         // Tasks held back first, as they left first.
-        for (key, devices) in std::mem::take(&mut self.held) {
-            if let Err(devices) = Baseline::assign(view, key, devices, &mut out) {
-                self.held.push((key, devices));
+        if !self.held.is_empty() {
+            for (key, devices) in std::mem::take(&mut self.held) {
+                if let Err(devices) = Baseline::assign(view, key, devices, &mut out) {
+                    self.held.push((key, devices));
+                }
             }
         }
         // The ticks before now; at a wake-up, now's tick too.
@@ -221,6 +225,7 @@ impl PolicyImpl for Baseline {
             now_tick
         };
         let model = self.model.as_mut().expect("made");
+        let left = &mut self.left;
         if end > model.tick() {
             model.run_until(end - 1, |l| left.push(l));
         }
@@ -229,7 +234,6 @@ impl PolicyImpl for Baseline {
                 self.held.push((l.key, devices));
             }
         }
-        self.left = left;
         // Woken where a task can leave; ticks where one is only admitted
         // decide nothing and run at the next event. While a task is held,
         // at every tick where one is admitted too, as each event retries it.

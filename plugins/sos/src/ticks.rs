@@ -110,26 +110,27 @@ impl CostTable {
 
     /// (Σ p of the entries whose ratio is above `ratio`, Σ w of the others,
     /// how many are above): the baseline's loop over its table, as masked
-    /// column sums (a form LLVM compiles to branch-free vector code).
+    /// columns (LLVM compiles these to branch-free vector code).
     fn sums(&self, ratio: u8) -> (u32, u32, u8) {
-        let high = self.masked_sum(&self.proc, ratio, true);
-        let low = self.masked_sum(&self.weight, ratio, false);
-        let ahead = self.masked_sum(&[1; LANES], ratio, true);
-        // At most LANES · 255 each: u16 lanes cannot overflow.
-        (u32::from(high), u32::from(low), ahead as u8)
+        let above: [u8; LANES] =
+            std::array::from_fn(|j| 0u8.wrapping_sub(u8::from(self.wspt[j] > ratio)));
+        let high: [u8; LANES] = std::array::from_fn(|j| self.proc[j] & above[j]);
+        let low: [u8; LANES] = std::array::from_fn(|j| self.weight[j] & !above[j]);
+        let ahead: [u8; LANES] = std::array::from_fn(|j| above[j] & 1);
+        (
+            u32::from(column_sum(&high)),
+            u32::from(column_sum(&low)),
+            column_sum(&ahead) as u8,
+        )
     }
+}
 
-    /// Σ `column` over the entries whose ratio is above `ratio` (or, with
-    /// `above` false, not above).
-    fn masked_sum(&self, column: &[u8; LANES], ratio: u8, above: bool) -> u16 {
-        let mut kept = [0u16; LANES];
-        for j in 0..LANES {
-            if (self.wspt[j] > ratio) == above {
-                kept[j] = u16::from(column[j]);
-            }
-        }
-        kept.iter().fold(0, |sum, &x| sum.wrapping_add(x))
-    }
+/// Σ `column` (at most [`LANES`] · 255: no overflow). Not inlined: on its
+/// own LLVM sums the column in a few vector instructions, and inlined three
+/// times into [`CostTable::sums`] it no longer does.
+#[inline(never)]
+fn column_sum(column: &[u8; LANES]) -> u16 {
+    column.iter().map(|&x| u16::from(x)).sum()
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -640,20 +641,15 @@ impl<K: Copy> TickModel<K> {
     /// A job released at `release` (admitted in arrival order, one per
     /// tick), with its ticks `on` each device, by device index (devices
     /// past the model's, added since it was made, are not its).
-    pub fn arrive(
-        &mut self,
-        release: u64,
-        key: K,
-        job: Job,
-        on: impl IntoIterator<Item = OnDevice>,
-    ) {
-        let mut soonest = u8::MAX;
-        for on in on.into_iter().take(self.machines.len()) {
-            if on.fits {
-                soonest = soonest.min(on.alpha.max(1));
-            }
-            self.on.push(on);
-        }
+    pub fn arrive(&mut self, release: u64, key: K, job: Job, on: &[OnDevice]) {
+        let on = &on[..self.machines.len()];
+        let soonest = on
+            .iter()
+            .filter(|on| on.fits)
+            .map(|on| on.alpha.max(1))
+            .min()
+            .unwrap_or(u8::MAX);
+        self.on.extend_from_slice(on);
         debug_assert_eq!(
             self.on.len() - self.on_start,
             (self.waiting.len() + 1) * self.machines.len()
@@ -788,8 +784,8 @@ impl<K: Copy> TickModel<K> {
         for m in &mut self.machines {
             m.settle();
         }
-        if let Some((id, job)) = newcomer {
-            self.place(id, job);
+        if let Some((id, key, job)) = newcomer {
+            self.place(id, key, job);
         }
         let mut all_full = true;
         let mut pops = None;
@@ -797,21 +793,20 @@ impl<K: Copy> TickModel<K> {
             // The devices the newcomer went to are those with a job incoming.
             let mine = newcomer
                 .filter(|_| m.incoming.is_some())
-                .map(|(id, _)| (id, self.newcomer[d].alpha, self.costs[d].1));
+                .map(|(id, _, _)| (id, self.newcomer[d].alpha, self.costs[d].1));
             let pop = m.alpha_stage(mine.map(|(id, alpha, _)| (id, alpha)));
             if let Some(id) = m.queue_stage(mine.map(|(id, _, at)| (id, at)), pop) {
-                let last = self.keys.get_mut(&id).is_some_and(|f| {
-                    f.copies -= 1;
-                    f.copies == 0
-                });
-                if last {
-                    let f = self.keys.remove(&id).expect("in flight");
-                    self.in_flight -= 1;
-                    left(Left {
-                        tick,
-                        key: f.key,
-                        devices: f.devices,
-                    });
+                if let hashbrown::hash_map::Entry::Occupied(mut f) = self.keys.entry(id) {
+                    f.get_mut().copies -= 1;
+                    if f.get().copies == 0 {
+                        let f = f.remove();
+                        self.in_flight -= 1;
+                        left(Left {
+                            tick,
+                            key: f.key,
+                            devices: f.devices,
+                        });
+                    }
                 }
             }
             // Otherwise the head is the same and one tick nearer its end.
@@ -832,9 +827,9 @@ impl<K: Copy> TickModel<K> {
         self.settled = self.tick;
     }
 
-    /// The job admitted at `tick`, if any, with its id; its ticks on each
-    /// device go to [`TickModel::newcomer`].
-    fn admit(&mut self, tick: u64) -> Option<(u32, Job)> {
+    /// The job admitted at `tick`, if any: its id, key and job; its ticks on
+    /// each device go to [`TickModel::newcomer`].
+    fn admit(&mut self, tick: u64) -> Option<(u32, K, Job)> {
         if self.front.is_none_or(|release| release > tick) {
             return None;
         }
@@ -859,20 +854,13 @@ impl<K: Copy> TickModel<K> {
         self.next_id = if id == self.ids { 1 } else { id + 1 };
         self.admitted += 1;
         self.in_flight += 1;
-        self.keys.insert(
-            id,
-            InFlight {
-                key: w.key,
-                devices: Vec::new(),
-                copies: 0,
-            },
-        );
-        Some((id, w.job))
+        Some((id, w.key, w.job))
     }
 
     /// Stage 1's choice, after every device settled: the newcomer `id`'s
-    /// cost on each open device, its device(s), where it is incoming.
-    fn place(&mut self, id: u32, job: Job) {
+    /// cost on each open device, its device(s), where it is incoming; it is
+    /// in flight from then on.
+    fn place(&mut self, id: u32, key: K, job: Job) {
         let n = self.machines.len();
         let on = &self.newcomer;
         let open = |m: &Machine, on: &OnDevice| on.fits && !m.full;
@@ -919,9 +907,14 @@ impl<K: Copy> TickModel<K> {
                 wspt: w / p,
             });
         }
-        let flight = self.keys.get_mut(&id).expect("just admitted");
-        flight.copies = devices.len();
-        flight.devices = devices;
+        self.keys.insert(
+            id,
+            InFlight {
+                key,
+                copies: devices.len(),
+                devices,
+            },
+        );
     }
 }
 
@@ -988,8 +981,8 @@ mod tests {
             let mut lazy = TickModel::new(3, batch, 0);
             let mut every = TickModel::new(3, batch, 0);
             for (k, (release, job, on)) in jobs(seed, 300, 3).into_iter().enumerate() {
-                lazy.arrive(release, k, job, on.clone());
-                every.arrive(release, k, job, on);
+                lazy.arrive(release, k, job, &on);
+                every.arrive(release, k, job, &on);
             }
             let mut left = Vec::new();
             // In uneven stretches, as events would cut them.
@@ -1027,7 +1020,7 @@ mod tests {
                         break;
                     };
                     m.run_events_before(r, unwoken);
-                    m.arrive(r, k, job, on);
+                    m.arrive(r, k, job, &on);
                     m.run_until(r.saturating_sub(1), unwoken);
                 }
                 Some(t) => {
@@ -1051,7 +1044,7 @@ mod tests {
             let jobs = jobs(seed, 300, 3);
             let mut every = TickModel::new(3, batch, 0);
             for (k, (release, job, on)) in jobs.iter().enumerate() {
-                every.arrive(*release, k, *job, on.clone());
+                every.arrive(*release, k, *job, on);
             }
             let (left, calls) = woken(jobs.clone(), batch, TickModel::next_departure);
             assert_eq!(left.len(), 300, "seed {seed}");
@@ -1075,7 +1068,7 @@ mod tests {
             0,
             7,
             Job { weight: 2, gpus: 1 },
-            [
+            &[
                 OnDevice {
                     p: 4,
                     alpha: 2,
