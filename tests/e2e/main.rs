@@ -34,6 +34,7 @@ mod import;
 mod inspect;
 mod layers;
 mod mig_plan;
+mod mig_repartition;
 mod mig_sim;
 mod plugin_loading;
 mod sa_greedy;

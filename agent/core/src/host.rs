@@ -7,7 +7,7 @@ use gpu_agent_plugin_api::{
 
 use crate::catalogue::GpuModel;
 use crate::mig::MigProfile;
-use crate::placement::Layout;
+use crate::placement::{Instance, Layout};
 
 /// One device after `count` expansion: a physical GPU or a MIG instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +43,10 @@ pub enum Partition {
     },
     /// A MIG instance.
     Mig(MigSlot),
+    /// A MIG instance a later layout removed: it keeps its index (indices
+    /// are never reused, mig.md §6.1) but takes no placement and holds no
+    /// share of its GPU.
+    Retired(MigSlot),
 }
 
 /// Where a MIG instance lies.
@@ -84,16 +88,36 @@ impl DeviceSpec {
         instance
     }
 
-    /// Whether it can ever take a placement (a split GPU cannot; its
-    /// instances can).
-    pub fn schedulable(&self) -> bool {
-        !matches!(self.partition, Partition::Split { .. })
+    /// Splits this whole GPU as `layout` (of its model's table): it becomes
+    /// [`Partition::Split`] and returns its instances, indexed from `first`
+    /// in start order.
+    pub fn split(&mut self, layout: &[Instance], first: u32) -> Vec<DeviceSpec> {
+        let table = self.model.mig.expect("a split GPU's model has MIG");
+        let held: u32 = layout.iter().map(|i| i.profile.compute_slices).sum();
+        self.partition = Partition::Split {
+            free_slices: table.compute_slices - held,
+        };
+        let mut layout = layout.to_vec();
+        layout.sort();
+        layout
+            .into_iter()
+            .zip(first..)
+            .map(|(instance, index)| {
+                DeviceSpec::mig_instance(index, self, instance.profile, instance.start)
+            })
+            .collect()
     }
 
-    /// Its MIG slot, if it is a MIG instance.
+    /// Whether it can take a placement (a split GPU and a retired MIG
+    /// instance cannot; a whole GPU and a current instance can).
+    pub fn schedulable(&self) -> bool {
+        matches!(self.partition, Partition::Whole | Partition::Mig(_))
+    }
+
+    /// Its MIG slot, if it is (or was, retired) a MIG instance.
     pub fn mig(&self) -> Option<&MigSlot> {
         match &self.partition {
-            Partition::Mig(slot) => Some(slot),
+            Partition::Mig(slot) | Partition::Retired(slot) => Some(slot),
             _ => None,
         }
     }
@@ -103,10 +127,11 @@ impl DeviceSpec {
     /// and for a split GPU the share no instance holds (idle for good). The
     /// shares of a split GPU and its instances add up to 1, so a host draws
     /// the mock's power: the GPU's idle power, plus each busy instance's
-    /// share of its task's power above idle.
+    /// share of its task's power above idle. A retired instance holds none.
     pub fn power_share(&self) -> f64 {
         let slices = match &self.partition {
             Partition::Whole => return 1.0,
+            Partition::Retired(_) => return 0.0,
             Partition::Split { free_slices } => *free_slices,
             Partition::Mig(slot) => slot.profile.compute_slices,
         };
@@ -172,23 +197,9 @@ impl Host {
         let mut next = gpus.len() as u32;
         let mut instances = Vec::new();
         for (g, layout) in layouts {
-            let parent = &mut gpus[*g as usize];
-            let table = parent.model.mig.expect("a split GPU's model has MIG");
-            let held: u32 = layout.iter().map(|i| i.profile.compute_slices).sum();
-            parent.partition = Partition::Split {
-                free_slices: table.compute_slices - held,
-            };
-            let mut layout = layout.clone();
-            layout.sort();
-            for instance in layout {
-                instances.push(DeviceSpec::mig_instance(
-                    next,
-                    parent,
-                    instance.profile,
-                    instance.start,
-                ));
-                next += 1;
-            }
+            let split = gpus[*g as usize].split(layout, next);
+            next += split.len() as u32;
+            instances.extend(split);
         }
         gpus.extend(instances);
         Host { devices: gpus }

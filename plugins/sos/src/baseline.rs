@@ -27,7 +27,9 @@
 //! once its last copy has left; a task cancelled before
 //! admission is dropped, one cancelled in a virtual schedule keeps its place
 //! until it would have left; a task leaving for an offline device waits for
-//! it.
+//! it; when a device changes (offline, back, its queue returned to the
+//! pending queue, or new devices such as MIG instances made at run time),
+//! the model starts again from the pending queue, in arrival order.
 
 use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, TaskState, View,
@@ -190,15 +192,27 @@ impl PolicyImpl for Baseline {
         let ticks = view.now / self.tick_s;
         // The first tick at or after now.
         let now_tick = ceil_to_u64(ticks - EPS);
-        let model = self
-            .model
-            .get_or_insert_with(|| TickModel::new(view.devices.len(), self.batch, now_tick));
+        let mut out = Vec::new();
+        // A model of every device: made at the first call, and made again,
+        // every pending task admitted anew, when a device changed (it went
+        // offline or came back, tasks queued on it came back to the pending
+        // queue, or MIG instances made at run time were added).
+        let fresh = self.model.as_ref().map(TickModel::devices) != Some(view.devices.len())
+            || matches!(event, Event::DeviceChanged { .. });
+        if fresh {
+            self.model = Some(TickModel::new(view.devices.len(), self.batch, now_tick));
+            self.held.clear();
+            for &key in view.pending.iter() {
+                self.arrive(view, key, &mut out);
+            }
+        }
         // The ticks before now at which a task was admitted (or left): a
         // wake-up at each would have run them before this event.
+        let model = self.model.as_mut().expect("made");
         let left = &mut self.left;
         model.run_events_before(now_tick, |l| left.push(l));
-        let mut out = Vec::new();
         match *event {
+            _ if fresh => {}
             Event::Arrived { task } => self.arrive(view, task, &mut out),
             Event::Activated => {
                 for &key in view.pending.iter() {

@@ -678,6 +678,11 @@ impl<K: Copy> TickModel<K> {
         }
     }
 
+    /// How many devices it models.
+    pub fn devices(&self) -> usize {
+        self.machines.len()
+    }
+
     /// Sets [`TickModel::front`], after the first waiting job or what holds
     /// it back changed.
     fn refresh_front(&mut self) {

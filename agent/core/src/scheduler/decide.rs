@@ -5,6 +5,7 @@ use gpu_agent_plugin_api::{
 };
 
 use super::{slot_view, Action, Core, Placement};
+use crate::host::Partition;
 
 impl Core {
     /// Applies one decision, or says why it is invalid (nothing changes then).
@@ -137,11 +138,21 @@ impl Core {
             if devices[..i].contains(&d) {
                 return Err(format!("placed task {} twice on device {d}", t.id));
             }
-            if !slot.spec.schedulable() {
-                return Err(format!(
-                    "placed task {} on device {d}, a GPU split into MIG instances (its instances are the devices)",
-                    t.id
-                ));
+            match slot.spec.partition {
+                Partition::Split { .. } => {
+                    return Err(format!(
+                        "placed task {} on device {d}, a GPU split into MIG instances (its instances are the devices)",
+                        t.id
+                    ))
+                }
+                Partition::Retired(_) => {
+                    return Err(format!(
+                        "placed task {} on device {d} ({}), a MIG instance a layout change removed",
+                        t.id,
+                        slot.spec.label()
+                    ))
+                }
+                Partition::Whole | Partition::Mig(_) => {}
             }
             if !slot.online {
                 return Err(format!(

@@ -25,11 +25,15 @@
 //!   whole GPUs than the host has is rejected before the policy sees it, so
 //!   a correct policy can always avoid naming a MIG device in a gang (the
 //!   view's `Device::mig` says which are), and a decision that does is a
-//!   policy fault.
+//!   policy fault. A drained GPU's layout changes with
+//!   [`Core::repartition`]: new instances take the next free indices, old
+//!   ones stay as retired slots (indices are never reused), and pending
+//!   tasks nothing can hold any more are rejected.
 
 mod decide;
 mod pending;
 mod projection;
+mod repartition;
 mod views;
 
 use gpu_agent_plugin_api::{
@@ -41,6 +45,7 @@ use gpu_agent_plugin_api::{
 };
 
 use pending::Pending;
+pub use repartition::{Busy, Repartition, RepartitionError};
 use views::Views;
 
 use crate::host::DeviceSpec;
@@ -135,10 +140,11 @@ pub enum Input {
     /// With `interrupt` (the device failed) its running task is to be
     /// stopped: the core answers [`Action::Interrupt`]. Without it the
     /// device drains: its running task ends as it would. An admin's drain
-    /// uses this, and so can MIG re-partitioning (issue 14), which must
-    /// empty a GPU before it changes its layout and then brings it back
-    /// with [`Input::Online`]. For a device already offline only the
-    /// interrupt happens, if asked for (a drained device that then fails).
+    /// uses this, and so does a MIG layout change, which must empty a GPU
+    /// (and its instances) before [`Core::repartition`], and then brings
+    /// the new devices online with [`Input::Online`]. For a device already
+    /// offline only the interrupt happens, if asked for (a drained device
+    /// that then fails).
     Offline {
         /// The device.
         device: u32,
@@ -147,8 +153,8 @@ pub enum Input {
     },
     /// `device` is back: placements on it are accepted again, and the
     /// policy hears [`Event::DeviceChanged`]. Nothing happens for a device
-    /// already online, or for a GPU split into MIG instances (it is never
-    /// a device itself).
+    /// already online, for a GPU split into MIG instances (it is never
+    /// a device itself), or for a retired MIG instance.
     Online {
         /// The device.
         device: u32,
@@ -197,6 +203,42 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// An idle slot for `spec`, online if it is schedulable; with
+    /// `default_clocks` it accepts only the default clocks.
+    fn new(spec: DeviceSpec, default_clocks: bool) -> Slot {
+        Slot {
+            // A MIG instance's clocks are its GPU's, shared with the other
+            // instances: none of them sets clocks.
+            clock_range: if default_clocks || spec.mig().is_some() {
+                ClockRange::DEFAULT_ONLY
+            } else {
+                spec.model.clock_range()
+            },
+            default_power: {
+                let p = crate::apps::power_model(
+                    &gpu_agent_plugin_api::AppModel::builtin_default(),
+                    spec.model,
+                );
+                let share = spec.power_share();
+                PowerModel {
+                    p0: p.p0 * share,
+                    gamma: p.gamma * share,
+                    c: p.c * share,
+                }
+            },
+            online: spec.schedulable(),
+            spec,
+            running: None,
+            running_until: 0.0,
+            running_since: 0.0,
+            queue: Vec::new(),
+            head: 0,
+            projected_free: 0.0,
+            touched: false,
+            view_stale: true,
+        }
+    }
+
     pub fn live_queue(&self) -> &[TaskKey] {
         &self.queue[self.head..]
     }
@@ -215,6 +257,8 @@ pub struct Core {
     gang_memories: Vec<f64>,
     /// The slowest schedulable device's speed.
     min_speed: f64,
+    /// Every device limited to its default clocks ([`Core::at_default_clocks`]).
+    default_clocks: bool,
     tasks: Vec<Task>,
     placements: Vec<Option<Placement>>,
     /// Per task: how its policy said it chose its clocks ([`Decision::Dvfs`]).
@@ -234,56 +278,14 @@ impl Core {
     pub fn new(devices: Vec<DeviceSpec>, policy: PolicyInstance) -> Core {
         let slots: Vec<Slot> = devices
             .into_iter()
-            .map(|spec| Slot {
-                // A MIG instance's clocks are its GPU's, shared with the other
-                // instances: none of them sets clocks.
-                clock_range: if spec.mig().is_some() {
-                    ClockRange::DEFAULT_ONLY
-                } else {
-                    spec.model.clock_range()
-                },
-                default_power: {
-                    let p = crate::apps::power_model(
-                        &gpu_agent_plugin_api::AppModel::builtin_default(),
-                        spec.model,
-                    );
-                    let share = spec.power_share();
-                    PowerModel {
-                        p0: p.p0 * share,
-                        gamma: p.gamma * share,
-                        c: p.c * share,
-                    }
-                },
-                online: spec.schedulable(),
-                spec,
-                running: None,
-                running_until: 0.0,
-                running_since: 0.0,
-                queue: Vec::new(),
-                head: 0,
-                projected_free: 0.0,
-                touched: false,
-                view_stale: true,
-            })
+            .map(|spec| Slot::new(spec, false))
             .collect();
-        let memories = |gang: bool| {
-            let mut m: Vec<f64> = slots
-                .iter()
-                .filter(|s| s.spec.schedulable() && !(gang && s.spec.mig().is_some()))
-                .map(|s| s.spec.memory_gb)
-                .collect();
-            m.sort_by(f64::total_cmp);
-            m
-        };
-        Core {
+        let mut core = Core {
             views: Views::new(&slots),
-            memories: memories(false),
-            gang_memories: memories(true),
-            min_speed: slots
-                .iter()
-                .filter(|s| s.spec.schedulable())
-                .map(|s| s.spec.speed)
-                .fold(f64::INFINITY, f64::min),
+            memories: Vec::new(),
+            gang_memories: Vec::new(),
+            min_speed: f64::INFINITY,
+            default_clocks: false,
             slots,
             tasks: Vec::new(),
             placements: Vec::new(),
@@ -295,6 +297,36 @@ impl Core {
             projection_stale: false,
             touched: Vec::new(),
             unfinished: 0,
+        };
+        core.reshape();
+        core
+    }
+
+    /// Recomputes what depends on the host's shape: the memory indexes
+    /// [`Core::unschedulable`] reads, the slowest speed and the views (every
+    /// slot's is rewritten at the next call).
+    fn reshape(&mut self) {
+        let memories = |gang: bool| {
+            let mut m: Vec<f64> = self
+                .slots
+                .iter()
+                .filter(|s| s.spec.schedulable() && !(gang && s.spec.mig().is_some()))
+                .map(|s| s.spec.memory_gb)
+                .collect();
+            m.sort_by(f64::total_cmp);
+            m
+        };
+        self.memories = memories(false);
+        self.gang_memories = memories(true);
+        self.min_speed = self
+            .slots
+            .iter()
+            .filter(|s| s.spec.schedulable())
+            .map(|s| s.spec.speed)
+            .fold(f64::INFINITY, f64::min);
+        self.views = Views::new(&self.slots);
+        for slot in &mut self.slots {
+            slot.view_stale = true;
         }
     }
 
@@ -303,11 +335,18 @@ impl Core {
     /// keeps to its devices' ranges makes its decisions without DVFS (the
     /// no-DVFS baseline of the same rules).
     pub fn at_default_clocks(mut self) -> Core {
+        self.default_clocks = true;
         for slot in &mut self.slots {
             slot.clock_range = ClockRange::DEFAULT_ONLY;
         }
-        self.views = Views::new(&self.slots);
+        self.reshape();
         self
+    }
+
+    /// The devices as they are now, in index order (MIG instances made by
+    /// [`Core::repartition`] included).
+    pub fn devices(&self) -> impl ExactSizeIterator<Item = &DeviceSpec> {
+        self.slots.iter().map(|s| &s.spec)
     }
 
     /// The active policy's name.

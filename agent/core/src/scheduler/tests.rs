@@ -933,3 +933,320 @@ fn a_gang_on_a_mig_device_or_a_split_gpu_is_a_policy_fault() {
     assert_eq!(fault(&actions), None);
     assert_eq!(starts(&actions), vec![(key, vec![3], 4.0)]);
 }
+
+/// What a policy heard: `DeviceChanged` devices and `Finished` tasks.
+#[derive(Debug, PartialEq)]
+enum Heard {
+    Changed(u32),
+    Finished(TaskKey, bool),
+}
+
+/// [`mig_core`] run by a policy that places a pending task `ID@D` on device
+/// `D` when `D` is online (or always, when the id starts with `!`), and
+/// leaves other tasks pending; it records what it heard and the devices it
+/// saw (index, online, MIG label).
+#[allow(clippy::type_complexity)]
+fn by_name_core() -> (
+    Core,
+    std::sync::Arc<std::sync::Mutex<Vec<Heard>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<(u32, bool, Option<String>)>>>,
+) {
+    use std::sync::{Arc, Mutex};
+    let heard: Arc<Mutex<Vec<Heard>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<(u32, bool, Option<String>)>>> = Arc::default();
+    let (h, s) = (heard.clone(), seen.clone());
+    let core = mig_core(move |view, event| {
+        match event {
+            Event::DeviceChanged { device } => h.lock().unwrap().push(Heard::Changed(*device)),
+            Event::Finished { task, ok } => h.lock().unwrap().push(Heard::Finished(*task, *ok)),
+            _ => {}
+        }
+        *s.lock().unwrap() = view
+            .devices
+            .iter()
+            .map(|d| {
+                let mig = d
+                    .mig
+                    .into_option()
+                    .map(|m| format!("{}/mig/{}@{}", m.parent, m.profile, m.start));
+                (d.index, d.online, mig)
+            })
+            .collect();
+        Ok(view
+            .pending
+            .iter()
+            .filter_map(|&k| {
+                let id = view.tasks[k as usize].id.as_str();
+                let d: u32 = id.split_once('@')?.1.parse().ok()?;
+                let online = view.devices.get(d as usize).is_some_and(|v| v.online);
+                (online || id.starts_with('!')).then(|| assign(k, &[d], None, None))
+            })
+            .collect())
+    });
+    (core, heard, seen)
+}
+
+fn requests(texts: &[&str]) -> Vec<crate::placement::Request> {
+    let table = catalogue::lookup("A100-SXM4-40GB").unwrap().mig.unwrap();
+    texts
+        .iter()
+        .map(|t| crate::placement::Request::parse(table, t).unwrap())
+        .collect()
+}
+
+#[test]
+fn repartitioning_refuses_a_gpu_that_is_not_drained_or_a_bad_layout_and_changes_nothing() {
+    let (mut core, heard, _) = by_name_core();
+    let (a, actions) = core.submit(0.0, spec("a@4", 0.0, 6.0));
+    // 3g.20gb at speed 2 · 3/7.
+    assert_eq!(starts(&actions), vec![(a, vec![4], 7.0)]);
+    let (q, _) = core.submit(0.0, spec("q@4", 0.0, 6.0));
+    assert_eq!(core.local_queue(4), vec![q]);
+    let error = |core: &mut Core, gpu, texts: &[&str]| {
+        core.repartition(1.0, gpu, &requests(texts))
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        error(&mut core, 1, &["7g.40gb"]),
+        "GPU 1 is not drained: device 1/mig/2g.10gb@0 is online"
+    );
+    for d in [2, 3, 4] {
+        core.handle(
+            1.0,
+            Input::Offline {
+                device: d,
+                interrupt: false,
+            },
+        );
+    }
+    // The drain sent q back to the pending queue; a still runs.
+    assert_eq!(core.pending(), &[q]);
+    assert_eq!(
+        error(&mut core, 1, &["7g.40gb"]),
+        "GPU 1 is not drained: device 1/mig/3g.20gb@4 runs task a@4"
+    );
+    assert_eq!(
+        error(&mut core, 0, &["3g.20gb"]),
+        "GPU 0 is not drained: device 0 is online"
+    );
+    assert_eq!(
+        error(&mut core, 1, &["4g.20gb", "4g.20gb"]),
+        "GPU 1: 4g.20gb: at most 1 instance(s)"
+    );
+    assert_eq!(
+        error(&mut core, 1, &["4g.20gb", "3g.20gb@0"]),
+        "GPU 1: 4g.20gb, 3g.20gb@0 cannot all be placed on one GPU: no layout gives each its own memory slices at a valid start"
+    );
+    let a100_80 = catalogue::lookup("A100-SXM4-80GB").unwrap().mig.unwrap();
+    let foreign = crate::placement::Request::parse(a100_80, "3g.40gb").unwrap();
+    assert_eq!(
+        core.repartition(1.0, 1, &[foreign]).unwrap_err(),
+        super::RepartitionError::Layout {
+            gpu: 1,
+            reason: "3g.40gb is not a profile of A100-SXM4-40GB".into()
+        }
+    );
+    assert_eq!(
+        core.repartition(1.0, 2, &[]).unwrap_err(),
+        super::RepartitionError::NoSuchGpu(2)
+    );
+    assert_eq!(
+        core.repartition(1.0, 9, &[]).unwrap_err(),
+        super::RepartitionError::NoSuchGpu(9)
+    );
+    let t4 = catalogue::lookup("T4").unwrap();
+    let mut t4_core = Core::new(Host::of_models([t4]).devices, crate::policy::builtin_fifo());
+    t4_core.handle(
+        0.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    assert_eq!(
+        t4_core
+            .repartition(0.0, 0, &requests(&["1g.5gb"]))
+            .unwrap_err()
+            .to_string(),
+        "GPU 0 (T4) does not support MIG"
+    );
+    // MIG off on a GPU without MIG: nothing to change.
+    assert_eq!(t4_core.repartition(0.0, 0, &[]).unwrap().devices, vec![0]);
+    // The layout it has: nothing changes, no drain needed.
+    let same = core
+        .repartition(1.0, 1, &requests(&["2g.10gb@2", "3g.20gb", "2g.10gb"]))
+        .unwrap();
+    assert_eq!(
+        same,
+        super::Repartition {
+            devices: vec![2, 3, 4],
+            retired: Vec::new(),
+            actions: Vec::new()
+        }
+    );
+    assert_eq!(core.devices().len(), 5);
+    assert!(!heard.lock().unwrap().contains(&Heard::Finished(q, false)));
+}
+
+#[test]
+fn a_drained_gpu_takes_a_new_layout_at_new_indices_and_strands_nothing_silently() {
+    let (mut core, heard, seen) = by_name_core();
+    for d in [2, 3, 4] {
+        core.handle(
+            0.0,
+            Input::Offline {
+                device: d,
+                interrupt: false,
+            },
+        );
+    }
+    let (w, _) = core.submit(0.0, spec("w@3", 0.0, 1.0));
+    heard.lock().unwrap().clear();
+    // MIG off: GPU 1 is whole again, its instances retired; all offline.
+    let whole = core.repartition(1.0, 1, &[]).unwrap();
+    assert_eq!(
+        whole,
+        super::Repartition {
+            devices: vec![1],
+            retired: vec![2, 3, 4],
+            actions: Vec::new()
+        }
+    );
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![
+            Heard::Changed(1),
+            Heard::Changed(2),
+            Heard::Changed(3),
+            Heard::Changed(4)
+        ]
+    );
+    let label = |p: &str| Some(p.to_string());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (0, true, None),
+            (1, false, None),
+            (2, false, label("1/mig/2g.10gb@0")),
+            (3, false, label("1/mig/2g.10gb@2")),
+            (4, false, label("1/mig/3g.20gb@4")),
+        ]
+    );
+    // A retired instance never comes back, and naming it is a fault.
+    assert!(core.handle(2.0, Input::Online { device: 3 }).is_empty());
+    assert!(!core.online(3));
+    assert!(core.handle(2.0, Input::Online { device: 1 }).is_empty());
+    assert!(core.online(1));
+    assert_eq!(core.pending(), &[w]);
+    let devices: Vec<String> = core.devices().map(|d| d.label()).collect();
+    assert_eq!(
+        devices,
+        [
+            "0",
+            "1",
+            "1/mig/2g.10gb@0",
+            "1/mig/2g.10gb@2",
+            "1/mig/3g.20gb@4"
+        ]
+    );
+    // Two whole GPUs hold a gang, left pending by the policy.
+    let gang = TaskSpec {
+        gpus: 2,
+        ..spec("gang", 2.0, 1.0)
+    };
+    let (g, actions) = core.submit(2.0, gang);
+    assert_eq!(rejection(&actions), None);
+    // Split it again: the new instances take indices 5 and 6, never 2..4;
+    // the gang no device set can hold any more is rejected, naming the change.
+    core.handle(
+        3.0,
+        Input::Offline {
+            device: 1,
+            interrupt: false,
+        },
+    );
+    heard.lock().unwrap().clear();
+    let split = core
+        .repartition(3.0, 1, &requests(&["3g.20gb", "3g.20gb"]))
+        .unwrap();
+    assert_eq!(split.devices, vec![5, 6]);
+    assert_eq!(split.retired, Vec::<u32>::new());
+    assert_eq!(
+        split.actions,
+        vec![Action::Reject {
+            task: g,
+            reason: "needs 2 GPUs at once; the host has 1 not split into MIG instances \
+                     (a gang never spans MIG devices) \
+                     (GPU 1's MIG layout changed to 3g.20gb@0, 3g.20gb@4)"
+                .into()
+        }]
+    );
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![
+            Heard::Finished(g, false),
+            Heard::Changed(1),
+            Heard::Changed(5),
+            Heard::Changed(6)
+        ]
+    );
+    let instance: Vec<(f64, f64, bool)> = core
+        .devices()
+        .skip(5)
+        .map(|d| (d.memory_gb, d.speed, d.schedulable()))
+        .collect();
+    assert_eq!(instance, vec![(19.5, 2.0 * 3.0 / 7.0, true); 2]);
+    assert!(!core.online(5) && !core.online(6));
+    assert_eq!(core.unfinished(), 1); // w, which named a retired device
+                                      // Online, a new instance takes work.
+    core.handle(4.0, Input::Online { device: 6 });
+    let (z, actions) = core.submit(4.0, spec("z@6", 4.0, 6.0));
+    assert_eq!(starts(&actions), vec![(z, vec![6], 7.0)]);
+    let (_, actions) = core.submit(4.0, spec("!x@3", 4.0, 6.0));
+    assert_eq!(
+        fault(&actions),
+        Some("placed task !x@3 on device 3 (1/mig/2g.10gb@2), a MIG instance a layout change removed")
+    );
+}
+
+#[test]
+fn a_core_at_default_clocks_keeps_them_after_a_layout_change() {
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let mut core = Core::new(
+        Host::of_models([a100]).devices,
+        crate::policy::builtin_fifo(),
+    )
+    .at_default_clocks();
+    core.handle(
+        0.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    let split = core.repartition(0.0, 0, &requests(&["7g.40gb"])).unwrap();
+    assert_eq!(split.devices, vec![1]);
+    core.handle(
+        0.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    core.handle(
+        0.0,
+        Input::Offline {
+            device: 1,
+            interrupt: false,
+        },
+    );
+    assert_eq!(core.repartition(1.0, 0, &[]).unwrap().retired, vec![1]);
+    core.handle(1.0, Input::Online { device: 0 });
+    let (k, actions) = core.submit(1.0, spec("a", 1.0, 2.0));
+    assert_eq!(starts(&actions), vec![(k, vec![0], 2.0)]);
+    assert!(matches!(
+        &actions[..],
+        [Action::Start { clocks, .. }] if *clocks == Clocks::DEFAULT
+    ));
+}
