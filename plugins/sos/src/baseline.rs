@@ -27,14 +27,17 @@
 //! once its last copy has left; a task cancelled before
 //! admission is dropped, one cancelled in a virtual schedule keeps its place
 //! until it would have left; a task leaving for an offline device waits for
-//! it; when a device changes (offline, back, its queue returned to the
-//! pending queue, or new devices such as MIG instances made at run time),
-//! the model starts again from the pending queue, in arrival order.
+//! it, unless it changes while offline (a MIG instance a layout change
+//! retired): then it is admitted again; a task the core sends back to the
+//! pending queue (a drain, an overrun) is admitted again at the end; when a
+//! device comes back online or devices are added (MIG instances made at run
+//! time), the model starts again from the pending queue, in arrival order.
 
 use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskKey, TaskState, View,
 };
 
+use crate::returned::Placed;
 use crate::ticks::{Job, Left, OnDevice, TickModel};
 
 /// Lets a time that is a whole number of ticks in exact arithmetic count as
@@ -55,6 +58,10 @@ pub struct Baseline {
     held: Vec<(TaskKey, Vec<u32>)>,
     /// The last wake-up asked for.
     asked: Option<f64>,
+    /// Tasks it assigned, to offer again if the core sends them back.
+    placed: Placed,
+    /// Whether each device was online at the last call.
+    online: Vec<bool>,
     /// Scratch: the tasks leaving their virtual schedules in one call.
     left: Vec<Left<TaskKey>>,
     /// Scratch: a task's ticks on each device.
@@ -74,6 +81,8 @@ impl Baseline {
             model: None,
             held: Vec::new(),
             asked: None,
+            placed: Placed::default(),
+            online: Vec::new(),
             left: Vec::new(),
             on: Vec::new(),
         }
@@ -194,11 +203,18 @@ impl PolicyImpl for Baseline {
         let now_tick = ceil_to_u64(ticks - EPS);
         let mut out = Vec::new();
         // A model of every device: made at the first call, and made again,
-        // every pending task admitted anew, when a device changed (it went
-        // offline or came back, tasks queued on it came back to the pending
-        // queue, or MIG instances made at run time were added).
-        let fresh = self.model.as_ref().map(TickModel::devices) != Some(view.devices.len())
-            || matches!(event, Event::DeviceChanged { .. });
+        // every pending task admitted anew, when devices were added (MIG
+        // instances made at run time) or one came back online (which
+        // devices can hold a task is fixed when it is admitted).
+        let came_back = view
+            .devices
+            .iter()
+            .zip(&self.online)
+            .any(|(d, &was)| d.online && !was);
+        self.online.clear();
+        self.online.extend(view.devices.iter().map(|d| d.online));
+        let fresh =
+            came_back || self.model.as_ref().map(TickModel::devices) != Some(view.devices.len());
         if fresh {
             self.model = Some(TickModel::new(view.devices.len(), self.batch, now_tick));
             self.held.clear();
@@ -212,15 +228,38 @@ impl PolicyImpl for Baseline {
         let left = &mut self.left;
         model.run_events_before(now_tick, |l| left.push(l));
         match *event {
-            _ if fresh => {}
+            _ if fresh => {
+                // Every pending task was admitted anew.
+                self.placed.returned(view);
+            }
             Event::Arrived { task } => self.arrive(view, task, &mut out),
             Event::Activated => {
                 for &key in view.pending.iter() {
                     self.arrive(view, key, &mut out);
                 }
             }
-            Event::Finished { task, ok: false } => {
-                self.model.as_mut().expect("made").withdraw_waiting(task);
+            Event::Finished { task, ok } => {
+                self.placed.finished(task);
+                if !ok {
+                    self.model.as_mut().expect("made").withdraw_waiting(task);
+                }
+            }
+            Event::DeviceChanged { device } => {
+                // Tasks the core sent back are admitted again, and so are
+                // those held for this device if it changed while offline
+                // (a MIG instance a layout change retired).
+                for key in self.placed.returned(view) {
+                    self.arrive(view, key, &mut out);
+                }
+                if !view.devices[device as usize].online {
+                    let (again, keep) = std::mem::take(&mut self.held)
+                        .into_iter()
+                        .partition(|(_, devices)| devices.contains(&device));
+                    self.held = keep;
+                    for (key, _) in again {
+                        self.arrive(view, key, &mut out);
+                    }
+                }
             }
             _ => {}
         }
@@ -263,6 +302,7 @@ impl PolicyImpl for Baseline {
                 self.asked = Some(time);
             }
         }
+        self.placed.note(&out);
         Ok(out)
     }
 }

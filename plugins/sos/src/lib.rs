@@ -73,6 +73,7 @@
 
 mod baseline;
 mod chunks;
+mod returned;
 mod schedule;
 mod ticks;
 
@@ -104,6 +105,8 @@ pub struct Sos {
     next: Option<f64>,
     /// The last wake-up asked for.
     asked: Option<f64>,
+    /// Tasks it assigned, to offer again if the core sends them back.
+    placed: returned::Placed,
     /// Scratch: the candidate devices for one task.
     costs: Vec<Candidate>,
     /// Scratch: (alpha-point, device, task) of the tasks leaving virtual schedules.
@@ -139,6 +142,7 @@ impl Sos {
             waiting: Vec::new(),
             next: None,
             asked: None,
+            placed: returned::Placed::default(),
             costs: Vec::new(),
             leaving: Vec::new(),
         })
@@ -302,7 +306,18 @@ impl PolicyImpl for Sos {
                     self.offer(view, key);
                 }
             }
-            Event::Finished { task, ok: false } => self.withdraw(view, task),
+            Event::Finished { task, ok } => {
+                self.placed.finished(task);
+                if !ok {
+                    self.withdraw(view, task);
+                }
+            }
+            // Tasks the core sent back are offered again.
+            Event::DeviceChanged { .. } => {
+                for key in self.placed.returned(view) {
+                    self.offer(view, key);
+                }
+            }
             _ => {}
         }
         self.next = self
@@ -314,6 +329,7 @@ impl PolicyImpl for Sos {
             out.push(Decision::WakeAt { time });
             self.asked = Some(time);
         }
+        self.placed.note(&out);
         Ok(out)
     }
 }
