@@ -60,7 +60,8 @@ pub struct Baseline {
     asked: Option<f64>,
     /// Tasks it assigned, to offer again if the core sends them back.
     placed: Placed,
-    /// Whether each device was online at the last call.
+    /// Whether each device was online, as of the model's making and the
+    /// `DeviceChanged` events since.
     online: Vec<bool>,
     /// Scratch: the tasks leaving their virtual schedules in one call.
     left: Vec<Left<TaskKey>>,
@@ -206,16 +207,23 @@ impl PolicyImpl for Baseline {
         // every pending task admitted anew, when devices were added (MIG
         // instances made at run time) or one came back online (which
         // devices can hold a task is fixed when it is admitted).
-        let came_back = view
-            .devices
-            .iter()
-            .zip(&self.online)
-            .any(|(d, &was)| d.online && !was);
-        self.online.clear();
-        self.online.extend(view.devices.iter().map(|d| d.online));
+        // A device comes online only with a `DeviceChanged` of its own.
+        let came_back = match *event {
+            Event::DeviceChanged { device } => {
+                let online = view.devices[device as usize].online;
+                let was = self
+                    .online
+                    .get_mut(device as usize)
+                    .map(|o| std::mem::replace(o, online));
+                online && was == Some(false)
+            }
+            _ => false,
+        };
         let fresh =
             came_back || self.model.as_ref().map(TickModel::devices) != Some(view.devices.len());
         if fresh {
+            self.online.clear();
+            self.online.extend(view.devices.iter().map(|d| d.online));
             self.model = Some(TickModel::new(view.devices.len(), self.batch, now_tick));
             self.held.clear();
             for &key in view.pending.iter() {
