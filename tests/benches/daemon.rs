@@ -14,7 +14,9 @@
 //!   finished tasks, after listing them all page by page, and the same
 //!   after 500,000 (`DAEMON_BENCH_LONG=0` skips the 500,000).
 //!
-//! Run with `bench/daemon.sh` (it builds the release binaries first).
+//! Run with `bench/daemon.sh` (it builds the release binaries first);
+//! `DAEMON_BENCH_BIN_DIR=DIR` runs another build's `gpu-agentd` and fifo
+//! plugin from DIR instead (a baseline side by side).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -184,7 +186,10 @@ async fn rss_after_listing(agent: &Agent1Proxy<'_>, pid: u32) -> f64 {
 }
 
 fn main() {
-    let release = root().join("target/release");
+    // DAEMON_BENCH_BIN_DIR: another build's gpu-agentd and fifo plugin (a
+    // baseline to compare with); target/release by default.
+    let release = std::env::var_os("DAEMON_BENCH_BIN_DIR")
+        .map_or_else(|| root().join("target/release"), PathBuf::from);
     let daemon_bin = release.join("gpu-agentd");
     assert!(
         daemon_bin.exists(),
@@ -321,7 +326,7 @@ fn main() {
         };
         drop(clients);
 
-        println!("gpu-agentd through a private dbus-daemon, mock host (4 GPUs), time scale 1000, SQLite WAL synchronous=FULL");
+        println!("gpu-agentd through a private dbus-daemon, mock host (4 GPUs), time scale 1000, SQLite WAL, one fdatasync per engine round");
         println!("{RUNS} runs; medians of the per-run figures\n");
         println!("| measure | Submit | baseline: Peer.Ping | ratio |");
         println!("|---|---|---|---|");

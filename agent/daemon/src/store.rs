@@ -1,9 +1,13 @@
 //! The durable state: tasks, settings and the GPU controls the daemon changed,
-//! in SQLite (WAL, `synchronous=FULL`) under the state directory.
+//! in SQLite (WAL) under the state directory.
 //!
-//! Writes come in batches ([`Store::commit`]), each one transaction: the engine
-//! commits what a round of requests changed, then answers them. A batch is
-//! either wholly on disk or not at all, whenever the process dies.
+//! Writes come in batches ([`Store::write`]), each one transaction: a batch
+//! is either wholly in the database or not at all, whenever the process dies
+//! (it is in the WAL file, which the kernel holds). [`Store::sync`] makes
+//! every batch written so far durable against a power loss too, with one
+//! `fdatasync` of the WAL file: the engine writes what a round of requests
+//! changed, in one or two batches, syncs once (a group commit), then answers
+//! them. [`Store::commit`] is a batch and a sync.
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +37,14 @@ pub enum StoreError {
     /// SQLite refused a read or write.
     #[error("state database: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// The written batches cannot be made durable.
+    #[error("cannot sync the state database's WAL file {path}: {source}")]
+    Sync {
+        /// The WAL file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A row cannot be read back.
     #[error("state database: task {id}: {what}")]
     Corrupt {
@@ -95,6 +107,12 @@ impl Op {
 pub struct Store {
     conn: Connection,
     next_seq: u64,
+    /// The database file; its WAL file is beside it.
+    path: PathBuf,
+    /// The WAL file, opened at the first sync.
+    wal: Option<std::fs::File>,
+    /// Whether batches were written since the last sync.
+    unsynced: bool,
     /// Held while the store is open.
     _lock: Flock<std::fs::File>,
 }
@@ -143,7 +161,9 @@ impl Store {
         let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
-        conn.pragma_update(None, "synchronous", "FULL")
+        // A commit writes the WAL without syncing it; `sync` does, once for
+        // as many commits as came before it.
+        conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(|e| fail(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(|e| fail(e.to_string()))?;
@@ -191,6 +211,9 @@ impl Store {
         Ok(Store {
             conn,
             next_seq: max.map_or(1, |m| m as u64 + 1),
+            path,
+            wal: None,
+            unsynced: false,
             _lock: lock,
         })
     }
@@ -277,25 +300,86 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Applies `ops` in one transaction: all of them are durable, or none.
+    /// Applies `ops` in one transaction and syncs: all of them are durable,
+    /// or none.
     pub fn commit(&mut self, ops: &[Op]) -> Result<(), StoreError> {
+        self.write(ops)?;
+        self.sync()
+    }
+
+    /// Makes every batch written so far durable: one `fdatasync` of the WAL
+    /// file (nothing when nothing was written since the last sync).
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        if !self.unsynced {
+            return Ok(());
+        }
+        let mut wal_path = self.path.clone().into_os_string();
+        wal_path.push("-wal");
+        let fail = |source| StoreError::Sync {
+            path: PathBuf::from(&wal_path),
+            source,
+        };
+        if self.wal.is_none() {
+            // SQLite keeps the WAL file while its connection is open (and
+            // rewrites it from the start after a checkpoint), so this handle
+            // stays good. Its directory entry is made durable once.
+            let wal = std::fs::File::open(&wal_path).map_err(fail)?;
+            if let Some(dir) = self.path.parent() {
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(fail)?;
+            }
+            self.wal = Some(wal);
+        }
+        if let Some(wal) = &self.wal {
+            wal.sync_data().map_err(fail)?;
+        }
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Applies `ops` in one transaction: all of them are in the database, or
+    /// none. They survive the process's death at once, and a power loss once
+    /// [`Store::sync`] has returned.
+    pub fn write(&mut self, ops: &[Op]) -> Result<(), StoreError> {
         if ops.is_empty() {
             return Ok(());
         }
         let tx = self.conn.transaction()?;
         {
-            let mut put = tx.prepare_cached(
+            // A changed task is updated without its spec, which never
+            // changes (nor is serialised again); a new one is inserted.
+            let mut update = tx.prepare_cached(
+                "UPDATE tasks SET state = ?2, devices = ?3, started = ?4, finished = ?5,
+                     exit_code = ?6, energy_j = ?7, reason = ?8, clocks = ?9
+                 WHERE id = ?1",
+            )?;
+            let mut insert = tx.prepare_cached(
                 "INSERT INTO tasks (seq, id, state, owner_uid, devices, submitted, started,
                                     finished, exit_code, energy_j, reason, spec, clocks)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                 ON CONFLICT(id) DO UPDATE SET state = excluded.state, devices = excluded.devices,
-                     started = excluded.started, finished = excluded.finished,
-                     exit_code = excluded.exit_code, energy_j = excluded.energy_j,
-                     reason = excluded.reason, clocks = excluded.clocks",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )?;
             for op in ops {
                 match op {
                     Op::Put(t) => {
+                        let devices = serde_json::to_string(&t.devices).expect("numbers serialise");
+                        let clocks = t.clocks.as_ref().map(|c| {
+                            serde_json::to_string(c).expect("numbers and words serialise")
+                        });
+                        let updated = update.execute(params![
+                            t.id,
+                            t.state.as_str(),
+                            devices,
+                            t.started,
+                            t.finished,
+                            t.exit_code,
+                            t.energy_j,
+                            t.reason,
+                            clocks,
+                        ])?;
+                        if updated > 0 {
+                            continue;
+                        }
                         let seq: i64 =
                             t.id.strip_prefix('t')
                                 .and_then(|n| n.parse().ok())
@@ -303,12 +387,12 @@ impl Store {
                                     id: t.id.clone(),
                                     what: "not an id this store issued".into(),
                                 })?;
-                        put.execute(params![
+                        insert.execute(params![
                             seq,
                             t.id,
                             t.state.as_str(),
                             t.owner_uid,
-                            serde_json::to_string(&t.devices).expect("numbers serialise"),
+                            devices,
                             t.submitted,
                             t.started,
                             t.finished,
@@ -316,10 +400,7 @@ impl Store {
                             t.energy_j,
                             t.reason,
                             serde_json::to_string(&t.spec).expect("a spec serialises"),
-                            t.clocks
-                                .as_ref()
-                                .map(|c| serde_json::to_string(c)
-                                    .expect("numbers and words serialise")),
+                            clocks,
                         ])?;
                     }
                     Op::SetMeta(key, value) => {
@@ -355,6 +436,7 @@ impl Store {
             }
         }
         tx.commit()?;
+        self.unsynced = true;
         Ok(())
     }
 }
@@ -424,6 +506,33 @@ mod tests {
         assert_eq!(store.meta("policy").unwrap().as_deref(), Some("greedy-eft"));
         assert_eq!(store.meta("other").unwrap(), None);
         assert_eq!(store.next_id(), "t3", "ids are never reused");
+    }
+
+    #[test]
+    fn written_batches_are_read_back_before_and_after_their_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        // Nothing written: nothing to sync, and no WAL file is needed.
+        store.sync().unwrap();
+        let (a, b) = (store.next_id(), store.next_id());
+        store
+            .write(&[Op::put(task(&a, TaskStatus::Queued))])
+            .unwrap();
+        store
+            .write(&[Op::put(task(&b, TaskStatus::Queued))])
+            .unwrap();
+        assert_eq!(store.tasks().unwrap().len(), 2);
+        store.sync().unwrap();
+        store
+            .write(&[Op::put(task(&a, TaskStatus::Running))])
+            .unwrap();
+        store.sync().unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.tasks().unwrap(),
+            vec![task(&a, TaskStatus::Running), task(&b, TaskStatus::Queued)]
+        );
     }
 
     #[test]

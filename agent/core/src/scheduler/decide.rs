@@ -242,8 +242,11 @@ impl Core {
                 }
             }
         }
+        let gang = u32::from(devices.len() > 1);
         for &d in devices {
             let slot = &mut self.slots[d as usize];
+            slot.queued_work += placement.runtime;
+            slot.queued_gangs += gang;
             slot.view_stale = true;
             if !slot.touched {
                 slot.touched = true;

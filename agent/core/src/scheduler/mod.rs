@@ -189,6 +189,12 @@ pub(crate) struct Slot {
     /// When the device is expected to be free of its queue (valid unless the
     /// core's projection is stale).
     pub projected_free: f64,
+    /// The runtimes of the live queue added up (valid unless the projection
+    /// is stale): with no gang task queued, an idle device is free at
+    /// `now + queued_work`.
+    pub queued_work: f64,
+    /// Gang tasks in the live queue.
+    pub queued_gangs: u32,
     /// Marked for a dispatch check.
     pub touched: bool,
     /// Changed since the policies' view of it was last refreshed (its running
@@ -234,6 +240,8 @@ impl Slot {
             queue: Vec::new(),
             head: 0,
             projected_free: 0.0,
+            queued_work: 0.0,
+            queued_gangs: 0,
             touched: false,
             view_stale: true,
         }
@@ -241,6 +249,19 @@ impl Slot {
 
     pub fn live_queue(&self) -> &[TaskKey] {
         &self.queue[self.head..]
+    }
+
+    /// Counts `placement`'s task out of the live queue it just left.
+    fn dequeued(&mut self, placement: &Placement) {
+        if self.head == self.queue.len() {
+            // Exactly nothing left, whatever the rounding of the sum.
+            self.queued_work = 0.0;
+        } else {
+            self.queued_work -= placement.runtime;
+        }
+        if placement.devices.len() > 1 {
+            self.queued_gangs -= 1;
+        }
     }
 }
 
@@ -487,6 +508,7 @@ impl Core {
                             .position(|&k| k == key)
                             .expect("queued task is in its devices' queues");
                     slot.queue.remove(at);
+                    slot.dequeued(&placement);
                     self.touch(d);
                 }
                 self.projection_stale = true;
@@ -623,9 +645,21 @@ impl Core {
                 "task {key} left device {d} where it was not running"
             );
             slot.running = None;
-            // A task that ends earlier or later than expected moves its device's queue.
+            // A task that ends earlier or later than expected moves its
+            // device's queue: with no gang task in it, the device is free
+            // once its queue has run from now (O(1), whatever the backlog);
+            // a gang task ties it to other queues, which a recompute walks.
             if (slot.running_until - self.now).abs() > 1e-9 * self.now.abs().max(1.0) {
-                self.projection_stale = true;
+                if slot.queued_gangs == 0 && !self.projection_stale {
+                    slot.projected_free = self.now + slot.queued_work;
+                    debug_assert!(
+                        projection::agrees(slot, &self.placements, self.now),
+                        "device {d}: queue projection {} drifted",
+                        slot.projected_free
+                    );
+                } else {
+                    self.projection_stale = true;
+                }
             }
             self.touch(d);
         }
@@ -693,6 +727,7 @@ impl Core {
                 if let Some(at) = slot.live_queue().iter().position(|&k| k == key) {
                     let at = slot.head + at;
                     slot.queue.remove(at);
+                    slot.dequeued(&placement);
                 }
                 self.touch(g);
             }
@@ -787,6 +822,7 @@ impl Core {
                 let slot = &mut self.slots[g as usize];
                 slot.view_stale = true;
                 slot.head += 1;
+                slot.dequeued(placement);
                 if slot.head > 64 && slot.head * 2 > slot.queue.len() {
                     slot.queue.drain(..slot.head);
                     slot.head = 0;

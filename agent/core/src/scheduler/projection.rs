@@ -1,5 +1,11 @@
 //! When each device is expected to be free: its running task, then its local
 //! queue in order, gang tasks starting when the last of their devices is free.
+//!
+//! The projection is kept up as queues change (`Core`'s `enqueue`, `vacate`)
+//! and walked from scratch only when that cannot be done in O(1): a task
+//! taken out of the middle of a queue or inserted into it, queues going back
+//! to pending, a run that ends off its expected time on a device with a gang
+//! task queued.
 
 use gpu_agent_plugin_api::TaskKey;
 
@@ -61,5 +67,31 @@ pub(super) fn recompute(slots: &mut [Slot], placements: &[Option<Placement>], no
     for (slot, f) in slots.iter_mut().zip(free) {
         slot.projected_free = f;
         slot.view_stale = true;
+        // Summed afresh: no rounding carried over from the queue's changes.
+        slot.queued_work = slot
+            .live_queue()
+            .iter()
+            .map(|&key| runtime_of(key).runtime)
+            .sum();
+        debug_assert_eq!(
+            slot.queued_gangs as usize,
+            slot.live_queue()
+                .iter()
+                .filter(|&&key| runtime_of(key).devices.len() > 1)
+                .count(),
+            "queued gang tasks miscounted"
+        );
     }
+}
+
+/// Whether idle `slot`'s projection is what [`recompute`] would make of its
+/// queue, which holds no gang task, up to rounding (a debug check).
+pub(super) fn agrees(slot: &Slot, placements: &[Option<Placement>], now: f64) -> bool {
+    let free = slot.live_queue().iter().fold(now, |free, &key| {
+        let placement = placements[key as usize]
+            .as_ref()
+            .expect("queued task has a placement");
+        free.max(now) + placement.runtime
+    });
+    (slot.projected_free - free).abs() <= 1e-9 * free.abs().max(1.0)
 }

@@ -413,6 +413,53 @@ fn availability_follows_tasks_that_end_early_or_late() {
     assert_eq!(*seen.lock().unwrap(), vec![0.0, 10.0, 9.0, 9.0]);
 }
 
+/// A run that ends off its expected time moves its device's projection by
+/// the queue's work from now (kept as the queue changes); with a gang task
+/// queued there, the queues are walked again.
+#[test]
+fn availability_after_an_off_time_end_counts_the_queue_with_or_without_gangs() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut core = core(2, move |view, _| {
+        let at: Vec<f64> = view.devices.iter().map(|d| d.available_at).collect();
+        log.lock().unwrap().push(at);
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| match view.task(k).gpus {
+                1 => assign(k, &[0], None, None),
+                _ => assign(k, &[0, 1], None, None),
+            })
+            .collect())
+    });
+    core.submit(0.0, spec("a", 0.0, 10.0)); // runs on 0 until 10
+    core.submit(0.0, spec("b", 0.0, 5.0));
+    core.submit(0.0, spec("c", 0.0, 2.0));
+    // a ends late: b and c run from 12.
+    core.handle(12.0, Input::Finished { task: 0, ok: true });
+    let gang = TaskSpec {
+        gpus: 2,
+        ..spec("g", 13.0, 1.0)
+    };
+    core.submit(13.0, gang); // on both from 19
+    core.submit(13.0, spec("d", 13.0, 1.0));
+    // b ends early, with the gang queued on device 0: c from 16, g from 18.
+    core.handle(16.0, Input::Finished { task: 1, ok: true });
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            vec![0.0, 0.0],
+            vec![10.0, 0.0],
+            vec![15.0, 0.0],
+            vec![19.0, 12.0],
+            vec![19.0, 13.0],
+            vec![20.0, 20.0],
+            vec![20.0, 19.0],
+        ]
+    );
+}
+
 #[test]
 fn switching_policy_offers_the_new_one_every_pending_task() {
     let mut core = core(2, |_, _| Ok(vec![]));

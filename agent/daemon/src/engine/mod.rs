@@ -3,16 +3,21 @@
 //!
 //! It drives the sans-IO core with real time (scaled by `--time-scale`) and
 //! works in rounds: it takes every request waiting on its channel, then
-//! 1. stores the round's new tasks in one transaction, and only then hands
+//! 1. writes the round's new tasks in one transaction, and only then hands
 //!    them to the core (a refused write leaves nothing behind);
-//! 2. stores everything the round changed (task states, clock controls about
+//! 2. writes everything the round changed (task states, clock controls about
 //!    to be set, the policy) in a second transaction;
-//! 3. carries out the round's effects in order: replies, signals, process
+//! 3. syncs the store once for both (a group commit: one `fdatasync` per
+//!    round, however many requests it took);
+//! 4. carries out the round's effects in order: replies, signals, process
 //!    launches, clock changes.
 //!
 //! So a task is on disk before `Submit` answers, and a task is recorded as
-//! running before its process starts. Once a stop begins, the round refuses
-//! every later request that would change state (`ShuttingDown`).
+//! running before its process starts. A sync that fails ends the daemon at
+//! once, without answering (the kernel may have dropped what it was to
+//! write; systemd restarts it, and it recovers what reached the disk). Once a
+//! stop begins, the round refuses every later request that would change
+//! state (`ShuttingDown`).
 //!
 //! The engine knows its tasks through one `table::TaskTable`, and runs
 //! them through one `executor::Executor` trait: `process::Processes`
@@ -600,7 +605,7 @@ impl Engine {
         let accepted = std::mem::take(&mut round.accepted);
         if !accepted.is_empty() {
             let ops: Vec<Op> = accepted.iter().map(|a| Op::put(a.info.clone())).collect();
-            if let Err(e) = self.store.commit(&ops) {
+            if let Err(e) = self.store.write(&ops) {
                 log::error!("cannot store {} new task(s): {e}", accepted.len());
                 for a in accepted {
                     let spec = &a.info.spec;
@@ -614,8 +619,9 @@ impl Engine {
                     );
                 }
             } else {
-                if let Some(name) = &self.kill_after_store {
-                    if accepted.iter().any(|a| &a.info.spec.name == name) {
+                if let Some(name) = self.kill_after_store.clone() {
+                    if accepted.iter().any(|a| a.info.spec.name == name) {
+                        self.sync_or_exit();
                         log::warn!("test hook: killed after storing task {name:?}");
                         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
                     }
@@ -642,13 +648,14 @@ impl Engine {
         self.idle_clocks(&mut round);
         let mut ops = std::mem::take(&mut self.unsaved);
         ops.append(&mut round.ops);
-        if let Err(e) = self.store.commit(&ops) {
+        if let Err(e) = self.store.write(&ops) {
             log::error!(
                 "cannot store {} change(s), retrying with the next round: {e}",
                 ops.len()
             );
             self.unsaved = ops;
         }
+        self.sync_or_exit();
         for effect in round.effects {
             self.carry_out(effect);
         }
@@ -656,13 +663,27 @@ impl Engine {
         // the next request comes.
         if !self.unsaved.is_empty() {
             let ops = std::mem::take(&mut self.unsaved);
-            if let Err(e) = self.store.commit(&ops) {
+            if let Err(e) = self.store.write(&ops) {
                 log::error!(
                     "cannot store {} change(s), retrying with the next round: {e}",
                     ops.len()
                 );
                 self.unsaved = ops;
             }
+            self.sync_or_exit();
+        }
+    }
+
+    /// Makes what the round wrote durable; ends the daemon at once, without
+    /// answering anyone, if that fails: after a failed `fdatasync` the
+    /// kernel may have dropped the written pages, and only a restart that
+    /// reads back what reached the disk tells what is stored.
+    fn sync_or_exit(&mut self) {
+        if let Err(e) = self.store.sync() {
+            log::error!(
+                "{e}; stopping at once, without answering, to restart from what is on disk"
+            );
+            std::process::exit(1);
         }
     }
 
