@@ -160,18 +160,23 @@ async fn drain(agent: &Agent1Proxy<'_>) {
     }
 }
 
+/// A task that runs a microsecond: it leaves no backlog behind.
+fn tiny() -> Dict {
+    SubmitSpec::new(0.001, 1.0, 600.0, 1.0).to_dict()
+}
+
 /// Submits `n` tiny tasks from `clients`, then waits for them to end.
 async fn run_through(agent: &Agent1Proxy<'_>, clients: &[Agent1Proxy<'static>], n: usize) {
-    let spec = SubmitSpec::new(0.001, 1.0, 600.0, 1.0).to_dict();
+    let spec = tiny();
     let mut done = 0;
     while done < n {
-        let per_client = (n - done).min(50_000) / clients.len();
+        let per_client = ((n - done).min(50_000) / clients.len()).max(1);
         let calls = clients
             .iter()
             .map(|c| Call::Submit(c.clone(), spec.clone()))
             .collect();
-        concurrently(calls, per_client.max(1)).await;
-        done += per_client.max(1) * clients.len();
+        concurrently(calls, per_client).await;
+        done += per_client * clients.len();
         eprint!("\rsubmitted {done} of {n}   ");
         drain(agent).await;
     }
@@ -254,8 +259,7 @@ fn main() {
         let agent = Agent1Proxy::new(&conn).await.unwrap();
         let (fresh_cpu, fresh_rss) = idle(pid).await;
         let peer = peer_of(conn.clone()).await;
-        // A tiny workload: the latency runs leave no backlog behind.
-        let tiny = SubmitSpec::new(0.001, 1.0, 600.0, 1.0).to_dict();
+        let tiny = tiny();
         for _ in 0..200 {
             agent.submit(tiny.clone()).await.unwrap();
             peer.ping().await.unwrap();
