@@ -11,21 +11,22 @@
 //! - [`catalogue`] and [`mig`]: GPU models with clock tables and power limits,
 //!   and NVIDIA's MIG profile tables;
 //! - [`placement`]: the MIG placement tree: every valid layout and
-//!   configuration of a table, and first-fit-decreasing placement;
+//!   configuration of a table, and first-fit-decreasing placement
+//!   (these three live in `gpu-agent-catalogue`, which plain libraries use
+//!   without the core, and are re-exported here);
 //! - [`apps`]: DVFS application profiles and the power model;
 //! - [`metrics`]: the metrics of a run (formats.md §4);
 //! - [`policy`]: a running policy object, and the built-in FIFO fallback.
 
 pub mod agenda;
 pub mod apps;
-pub mod catalogue;
 pub mod host;
 pub mod metrics;
-pub mod mig;
-pub mod placement;
 pub mod policy;
 pub mod scheduler;
 pub mod task;
+
+pub use gpu_agent_catalogue::{catalogue, mig, placement};
 
 pub use scheduler::{Action, Core, Input};
 pub use task::TaskSpec;

@@ -7,8 +7,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpu_agent_core::catalogue::{self, GpuModel};
-use gpu_agent_core::mig::MigProfile;
+use gpu_agent_catalogue::catalogue::{self, GpuModel};
+use gpu_agent_catalogue::mig::MigProfile;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -371,7 +371,7 @@ fn duplicate_name(jobs: &[Job]) -> Option<(usize, &str)> {
 fn parse_csv(
     path: &Path,
     text: &str,
-    table: &'static gpu_agent_core::mig::MigTable,
+    table: &'static gpu_agent_catalogue::mig::MigTable,
     profiles: Option<&[&'static MigProfile]>,
 ) -> Result<(Vec<&'static MigProfile>, Vec<Job>), InputError> {
     let at = |line: Option<u64>, key: Option<String>, message: String| InputError {
@@ -584,7 +584,7 @@ throughput = { "3g.20gb" = 60, "4g.20gb" = 80, "7g.40gb" = 150 }
         let direct = super::parse_csv(
             Path::new("jobs.csv"),
             CSV,
-            &gpu_agent_core::mig::A100_40GB,
+            &gpu_agent_catalogue::mig::A100_40GB,
             None,
         )
         .unwrap();
@@ -656,7 +656,7 @@ throughput = { "3g.20gb" = 60, "4g.20gb" = 80, "7g.40gb" = 150 }
             super::parse_csv(
                 Path::new("jobs.csv"),
                 text,
-                &gpu_agent_core::mig::A100_40GB,
+                &gpu_agent_catalogue::mig::A100_40GB,
                 None,
             )
             .map(|_| ())

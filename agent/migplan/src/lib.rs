@@ -3,7 +3,7 @@
 //!
 //! Block types are the chosen MIG profiles of one GPU model; configurations
 //! are the multisets of the model's maximal layouts, generated from the
-//! placement tree ([`gpu_agent_core::placement`]); jobs are models with a
+//! placement tree ([`gpu_agent_catalogue::placement`]); jobs are models with a
 //! demand and a throughput per profile. A plan gives each GPU a configuration
 //! and each instance at most one job so that every job's throughput reaches
 //! its demand.

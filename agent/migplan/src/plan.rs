@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use gpu_agent_core::placement::{self, Configuration, Instance};
+use gpu_agent_catalogue::placement::{self, Configuration, Instance};
 use serde::Serialize;
 
 use crate::problem::{meets, Problem};
@@ -220,7 +220,7 @@ impl Plan {
 
 impl Problem {
     /// The block-type index of `profile`, if it is one of the problem's.
-    pub fn block(&self, profile: &gpu_agent_core::mig::MigProfile) -> Option<usize> {
+    pub fn block(&self, profile: &gpu_agent_catalogue::mig::MigProfile) -> Option<usize> {
         self.profiles.iter().position(|p| p.id == profile.id)
     }
 }

@@ -1,9 +1,9 @@
 //! A planning instance: a GPU model, its block types and configurations, and
 //! the jobs with their demands and throughputs.
 
-use gpu_agent_core::catalogue::GpuModel;
-use gpu_agent_core::mig::{MigProfile, MigTable};
-use gpu_agent_core::placement::{Configuration, Tree};
+use gpu_agent_catalogue::catalogue::GpuModel;
+use gpu_agent_catalogue::mig::{MigProfile, MigTable};
+use gpu_agent_catalogue::placement::{Configuration, Tree};
 
 /// One job (a model to serve).
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +137,7 @@ pub(crate) mod testing {
     //! The worked example of spec §5.3 and small helpers for tests.
 
     use super::*;
-    use gpu_agent_core::catalogue;
+    use gpu_agent_catalogue::catalogue;
 
     /// The model by name.
     pub fn model(name: &str) -> &'static GpuModel {

@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use gpu_agent_core::catalogue;
-use gpu_agent_core::mig::MigProfile;
+use gpu_agent_catalogue::catalogue;
+use gpu_agent_catalogue::mig::MigProfile;
 use gpu_agent_migplan::{solve, Algorithm, Job, Options, PlanError, Problem, Status};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
