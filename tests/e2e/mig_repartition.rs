@@ -91,7 +91,10 @@ impl Replay {
                 Action::PolicyFault { policy, reason } => {
                     self.faults.push(format!("{policy}: {reason}"))
                 }
-                Action::Overrunning { .. } | Action::Interrupt { .. } => {
+                Action::Overrunning { .. }
+                | Action::Interrupt { .. }
+                | Action::MigDraining { .. }
+                | Action::ApplyMigLayout { .. } => {
                     prop_assert!(false, "unexpected {action:?}")
                 }
             }

@@ -384,6 +384,9 @@ impl Run<'_> {
                     );
                     self.faults.push(format!("{policy}: {reason}"));
                 }
+                Action::MigDraining { .. } | Action::ApplyMigLayout { .. } => {
+                    unreachable!("the replay's core allows policies no MIG change")
+                }
             }
         }
     }

@@ -18,7 +18,12 @@ impl Core {
             .into_enum()
             .map_err(|_| "returned a kind of decision this agent does not know".to_string())?;
         match decision {
-            Decision::Assign { task, devices, position, clocks } => {
+            Decision::Assign {
+                task,
+                devices,
+                position,
+                clocks,
+            } => {
                 let placement = self.placement(task, &devices, clocks)?;
                 let position = position.into_option();
                 if let Some(p) = position {
@@ -35,13 +40,20 @@ impl Core {
                 self.enqueue(task, placement, position.map(|p| p as usize));
                 Ok(())
             }
-            Decision::Start { task, devices, clocks } => {
+            Decision::Start {
+                task,
+                devices,
+                clocks,
+            } => {
                 let placement = self.placement(task, &devices, clocks)?;
                 if let Some(&busy) = devices.iter().find(|&&d| {
                     let slot = &self.slots[d as usize];
                     slot.running.is_some() || !slot.live_queue().is_empty()
                 }) {
-                    return Err(format!("started task {} on device {busy}, which is not idle with an empty queue", self.id(task)));
+                    return Err(format!(
+                        "started task {} on device {busy}, which is not idle with an empty queue",
+                        self.id(task)
+                    ));
                 }
                 self.take_pending(task);
                 for &d in &devices {
@@ -57,29 +69,40 @@ impl Core {
                 self.take_pending(task);
                 self.tasks[task as usize].state = TaskState::Rejected;
                 self.unfinished -= 1;
-                actions.push(Action::Reject { task, reason: reason.into_string() });
+                actions.push(Action::Reject {
+                    task,
+                    reason: reason.into_string(),
+                });
                 Ok(())
             }
             Decision::WakeAt { time } => {
                 if !time.is_finite() {
                     return Err(format!("asked to wake at {time}"));
                 }
-                actions.push(Action::WakeAt { time: time.max(self.now) });
+                actions.push(Action::WakeAt {
+                    time: time.max(self.now),
+                });
                 Ok(())
             }
-            Decision::MigLayout { gpu, layout } => Err(format!(
-                "asked for MIG layout {layout:?} on GPU {gpu}: this agent does not manage MIG layouts yet"
-            )),
-            Decision::Dvfs { task, class, readjusted } => {
-                match self.tasks.get(task as usize).map(|t| t.state) {
-                    Some(TaskState::Queued | TaskState::Running) => {
-                        self.dvfs[task as usize] = Some((class, readjusted));
-                        Ok(())
-                    }
-                    _ => Err(format!("described the clocks of task key {task}, which is not placed")),
+            Decision::MigLayout { gpu, layout } => self
+                .mig_from_policy(gpu, layout.as_str(), actions)
+                .map_err(|e| format!("asked for MIG layout {layout:?} on GPU {gpu}: {e}")),
+            Decision::Dvfs {
+                task,
+                class,
+                readjusted,
+            } => match self.tasks.get(task as usize).map(|t| t.state) {
+                Some(TaskState::Queued | TaskState::Running) => {
+                    self.dvfs[task as usize] = Some((class, readjusted));
+                    Ok(())
                 }
-            }
-            other => Err(format!("returned a decision this agent cannot apply: {other:?}")),
+                _ => Err(format!(
+                    "described the clocks of task key {task}, which is not placed"
+                )),
+            },
+            other => Err(format!(
+                "returned a decision this agent cannot apply: {other:?}"
+            )),
         }
     }
 

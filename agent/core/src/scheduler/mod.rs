@@ -28,9 +28,13 @@
 //!   policy fault. A drained GPU's layout changes with
 //!   [`Core::repartition`]: new instances take the next free indices, old
 //!   ones stay as retired slots (indices are never reused), and pending
-//!   tasks nothing can hold any more are rejected.
+//!   tasks nothing can hold any more are rejected. [`Core::begin_mig_change`]
+//!   (or a policy's `Decision::MigLayout`, where allowed) drains a GPU for a
+//!   new layout and asks the driver to apply it once idle (the sequence is
+//!   on [`Core::begin_mig_change`]).
 
 mod decide;
+mod mig_change;
 mod pending;
 mod projection;
 mod repartition;
@@ -44,11 +48,13 @@ use gpu_agent_plugin_api::{
     ClockRange, Clocks, Device, DvfsClass, Event, PowerModel, Task, TaskKey, TaskState, View,
 };
 
+pub use mig_change::{MigChange, MigPhase, OnBusy};
 use pending::Pending;
 pub use repartition::{Busy, Repartition, RepartitionError};
 use views::Views;
 
 use crate::host::DeviceSpec;
+use crate::placement::Layout;
 use crate::policy::{builtin_fifo, PolicyInstance};
 use crate::task::TaskSpec;
 
@@ -103,6 +109,24 @@ pub enum Action {
         /// What went wrong.
         reason: String,
     },
+    /// A MIG layout change of physical GPU `gpu` to `layout` began (by
+    /// [`Core::begin_mig_change`] or a policy's `Decision::MigLayout`): its
+    /// devices are offline and drain. Record it; [`Action::ApplyMigLayout`]
+    /// follows when nothing runs there.
+    MigDraining {
+        /// The GPU.
+        gpu: u32,
+        /// Its target layout (empty: MIG off).
+        layout: Layout,
+    },
+    /// Physical GPU `gpu` is drained: give it `layout` (empty: MIG off) now,
+    /// then report with [`Core::mig_applied`] or [`Core::mig_failed`].
+    ApplyMigLayout {
+        /// The GPU.
+        gpu: u32,
+        /// The layout, placed.
+        layout: Layout,
+    },
 }
 
 /// What happened, as the driver tells the core.
@@ -154,7 +178,8 @@ pub enum Input {
     /// `device` is back: placements on it are accepted again, and the
     /// policy hears [`Event::DeviceChanged`]. Nothing happens for a device
     /// already online, for a GPU split into MIG instances (it is never
-    /// a device itself), or for a retired MIG instance.
+    /// a device itself), for a retired MIG instance, or for a device of a
+    /// GPU whose MIG layout is changing ([`Core::begin_mig_change`]).
     Online {
         /// The device.
         device: u32,
@@ -292,6 +317,13 @@ pub struct Core {
     projection_stale: bool,
     touched: Vec<u32>,
     unfinished: usize,
+    /// Whether policies may change MIG layouts ([`Core::allowing_mig_policy`]).
+    mig_policy: bool,
+    /// MIG layout changes under way, in the order they began.
+    mig_changes: Vec<MigChange>,
+    /// Devices a policy's MIG change took offline, of which the policy is
+    /// yet to hear.
+    mig_drained: Vec<u32>,
 }
 
 impl Core {
@@ -318,6 +350,9 @@ impl Core {
             projection_stale: false,
             touched: Vec::new(),
             unfinished: 0,
+            mig_policy: false,
+            mig_changes: Vec::new(),
+            mig_drained: Vec::new(),
         };
         core.reshape();
         core
@@ -454,7 +489,7 @@ impl Core {
             Input::Offline { device, interrupt } => self.offline(device, interrupt, &mut actions),
             Input::Online { device } => {
                 let slot = &self.slots[device as usize];
-                if !slot.online && slot.spec.schedulable() {
+                if !slot.online && slot.spec.schedulable() && !self.changing(device) {
                     self.slots[device as usize].online = true;
                     self.touch(device);
                     self.consult(Event::DeviceChanged { device }, &mut actions);
@@ -780,6 +815,11 @@ impl Core {
         if let Err(reason) = outcome {
             self.fall_back(reason, actions);
         }
+        // A MIG change the policy asked for took devices offline: it hears
+        // of them once its decisions are all applied.
+        for device in std::mem::take(&mut self.mig_drained) {
+            self.consult(Event::DeviceChanged { device }, actions);
+        }
     }
 
     /// Reports the policy's fault and hands every pending task to built-in FIFO.
@@ -829,6 +869,9 @@ impl Core {
                 }
             }
             self.start(key, actions);
+        }
+        if !self.mig_changes.is_empty() {
+            self.ready_mig_changes(actions);
         }
     }
 

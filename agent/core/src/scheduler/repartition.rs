@@ -14,7 +14,7 @@ use std::fmt;
 
 use gpu_agent_plugin_api::{Event, TaskKey, TaskState};
 
-use super::{Action, Core, Slot};
+use super::{Action, Core, MigPhase, Slot};
 use crate::host::Partition;
 use crate::placement::{self, Instance, Layout, Request};
 
@@ -33,7 +33,9 @@ pub struct Repartition {
     pub actions: Vec<Action>,
 }
 
-/// Why [`Core::repartition`] refused; it changed nothing.
+/// Why [`Core::repartition`] or a step of a MIG layout change
+/// ([`Core::begin_mig_change`] and the calls after it) refused; it changed
+/// nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RepartitionError {
     /// No physical GPU has this index (it is out of range or a MIG instance).
@@ -62,6 +64,17 @@ pub enum RepartitionError {
         /// What it still does.
         what: Busy,
     },
+    /// The GPU's layout is already changing, in this phase (a second change
+    /// waits for the first; a change cannot be cancelled once applying, nor
+    /// reported applied while draining).
+    ChangeUnderWay {
+        /// The GPU.
+        gpu: u32,
+        /// Where the change stands.
+        phase: MigPhase,
+    },
+    /// No layout change is under way on the GPU.
+    NoChange(u32),
 }
 
 /// What keeps a device from being drained.
@@ -90,6 +103,12 @@ impl fmt::Display for RepartitionError {
                     Busy::Running(task) => write!(f, "runs task {task}"),
                     Busy::Queued(n) => write!(f, "has {n} task(s) queued"),
                 }
+            }
+            RepartitionError::ChangeUnderWay { gpu, phase } => {
+                write!(f, "GPU {gpu}'s MIG layout is already changing ({phase})")
+            }
+            RepartitionError::NoChange(gpu) => {
+                write!(f, "GPU {gpu} has no MIG layout change under way")
             }
         }
     }
@@ -127,50 +146,9 @@ impl Core {
         gpu: u32,
         layout: &[Request],
     ) -> Result<Repartition, RepartitionError> {
-        let Some(parent) = self
-            .slots
-            .get(gpu as usize)
-            .map(|s| &s.spec)
-            .filter(|spec| spec.mig().is_none())
-        else {
-            return Err(RepartitionError::NoSuchGpu(gpu));
-        };
+        let target = self.target_of(gpu, layout)?;
         let current = self.instances_of(gpu);
-        let target: Layout = match parent.model.mig {
-            None if layout.is_empty() => Vec::new(),
-            None => {
-                return Err(RepartitionError::NotMigCapable {
-                    gpu,
-                    model: parent.model.name,
-                })
-            }
-            Some(table) => {
-                if let Some(r) = layout
-                    .iter()
-                    .find(|r| table.profile_named(r.profile.name) != Some(r.profile))
-                {
-                    return Err(RepartitionError::Layout {
-                        gpu,
-                        reason: format!(
-                            "{} is not a profile of {}",
-                            r.profile.name, parent.model.name
-                        ),
-                    });
-                }
-                placement::place_or_explain(table, layout)
-                    .map_err(|reason| RepartitionError::Layout { gpu, reason })?
-            }
-        };
-        let layout_now: Layout = current
-            .iter()
-            .map(|&d| {
-                let slot = self.slots[d as usize].spec.mig().expect("an instance");
-                Instance {
-                    profile: slot.profile,
-                    start: slot.start,
-                }
-            })
-            .collect();
+        let layout_now = self.layout_of(gpu);
         if layout_now == target {
             return Ok(Repartition {
                 devices: if current.is_empty() {
@@ -271,9 +249,64 @@ impl Core {
         })
     }
 
+    /// The layout `layout` asks of physical GPU `gpu`, placed (first fit
+    /// decreasing where a request has no start), or why it cannot be.
+    pub(super) fn target_of(
+        &self,
+        gpu: u32,
+        layout: &[Request],
+    ) -> Result<Layout, RepartitionError> {
+        let Some(parent) = self
+            .slots
+            .get(gpu as usize)
+            .map(|s| &s.spec)
+            .filter(|spec| spec.mig().is_none())
+        else {
+            return Err(RepartitionError::NoSuchGpu(gpu));
+        };
+        match parent.model.mig {
+            None if layout.is_empty() => Ok(Vec::new()),
+            None => Err(RepartitionError::NotMigCapable {
+                gpu,
+                model: parent.model.name,
+            }),
+            Some(table) => {
+                if let Some(r) = layout
+                    .iter()
+                    .find(|r| table.profile_named(r.profile.name) != Some(r.profile))
+                {
+                    return Err(RepartitionError::Layout {
+                        gpu,
+                        reason: format!(
+                            "{} is not a profile of {}",
+                            r.profile.name, parent.model.name
+                        ),
+                    });
+                }
+                placement::place_or_explain(table, layout)
+                    .map_err(|reason| RepartitionError::Layout { gpu, reason })
+            }
+        }
+    }
+
+    /// Physical GPU `gpu`'s layout now: its instances in start order, empty
+    /// when it is whole.
+    pub(super) fn layout_of(&self, gpu: u32) -> Layout {
+        self.instances_of(gpu)
+            .into_iter()
+            .map(|d| {
+                let slot = self.slots[d as usize].spec.mig().expect("an instance");
+                Instance {
+                    profile: slot.profile,
+                    start: slot.start,
+                }
+            })
+            .collect()
+    }
+
     /// The current (not retired) MIG instances of GPU `gpu`, in index order
     /// (which is start order).
-    fn instances_of(&self, gpu: u32) -> Vec<u32> {
+    pub(super) fn instances_of(&self, gpu: u32) -> Vec<u32> {
         self.slots
             .iter()
             .filter(|s| matches!(s.spec.partition, Partition::Mig(m) if m.parent == gpu))

@@ -338,7 +338,7 @@ fn stranded_tasks_are_handed_to_fifo() {
 }
 
 #[test]
-fn mig_layout_requests_are_refused_until_the_agent_manages_mig() {
+fn mig_layout_requests_are_a_policy_fault_unless_allowed() {
     let mut core = core(1, |_, _| {
         Ok(vec![Decision::MigLayout {
             gpu: 0,
@@ -348,7 +348,10 @@ fn mig_layout_requests_are_refused_until_the_agent_manages_mig() {
     let (_, actions) = core.submit(0.0, spec("a", 0.0, 1.0));
     assert_eq!(
         fault(&actions),
-        Some("asked for MIG layout \"3g.20gb,3g.20gb\" on GPU 0: this agent does not manage MIG layouts yet")
+        Some(
+            "asked for MIG layout \"3g.20gb,3g.20gb\" on GPU 0: policies may not change MIG \
+             layouts on this agent (agent.toml [mig] allow_policy = false)"
+        )
     );
     assert_eq!(starts(&actions).len(), 1);
 }
@@ -1296,4 +1299,312 @@ fn a_core_at_default_clocks_keeps_them_after_a_layout_change() {
         &actions[..],
         [Action::Start { clocks, .. }] if *clocks == Clocks::DEFAULT
     ));
+}
+
+fn mig_kinds(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::MigDraining { gpu, layout } => {
+                let names: Vec<String> = layout.iter().map(|i| i.to_string()).collect();
+                Some(format!("draining {gpu} [{}]", names.join(", ")))
+            }
+            Action::ApplyMigLayout { gpu, layout } => {
+                let names: Vec<String> = layout.iter().map(|i| i.to_string()).collect();
+                Some(format!("apply {gpu} [{}]", names.join(", ")))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn apply_of(actions: &[Action]) -> Vec<String> {
+    mig_kinds(actions)
+        .into_iter()
+        .filter(|k| k.starts_with("apply"))
+        .collect()
+}
+
+#[test]
+fn a_mig_change_drains_without_interrupting_and_applies_once_idle() {
+    use super::{MigPhase, OnBusy, RepartitionError};
+    let (mut core, heard, _) = by_name_core();
+    // a on the 3g.20gb (6 / (2 · 3/7) = 7 s), q queued behind it, r on the
+    // first 2g.10gb (6 / (2 · 2/7) = 10.5 s).
+    let (a, _) = core.submit(0.0, spec("a@4", 0.0, 6.0));
+    let (q, _) = core.submit(0.0, spec("q@4", 0.0, 6.0));
+    let (r, actions) = core.submit(0.0, spec("r@2", 0.0, 6.0));
+    assert_eq!(starts(&actions), vec![(r, vec![2], 10.5)]);
+    heard.lock().unwrap().clear();
+    let actions = core
+        .begin_mig_change(1.0, 1, &requests(&["7g.40gb"]), OnBusy::Wait)
+        .unwrap();
+    assert!(matches!(
+        &actions[0],
+        Action::MigDraining { gpu: 1, layout } if layout.len() == 1 && layout[0].to_string() == "7g.40gb@0"
+    ));
+    // Nothing is interrupted and nothing applies while a and r run.
+    assert_eq!(actions.len(), 1);
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![Heard::Changed(2), Heard::Changed(3), Heard::Changed(4)]
+    );
+    assert_eq!(core.pending(), &[q]);
+    assert!(core.local_queue(4).is_empty());
+    assert!(!core.online(2) && !core.online(3) && !core.online(4));
+    assert_eq!(core.mig_change(1).unwrap().phase, MigPhase::Draining);
+    assert_eq!(core.mig_change(1).unwrap().drained, vec![2, 3, 4]);
+    assert_eq!(core.mig_drain_waits_for(1), vec![a, r]);
+    // No device of the GPU comes back meanwhile, and no second change starts.
+    assert!(core.handle(2.0, Input::Online { device: 4 }).is_empty());
+    assert!(!core.online(4));
+    assert_eq!(
+        core.begin_mig_change(2.0, 1, &requests(&["3g.20gb"]), OnBusy::Wait),
+        Err(RepartitionError::ChangeUnderWay {
+            gpu: 1,
+            phase: MigPhase::Draining
+        })
+    );
+    assert_eq!(
+        core.mig_applied(2.0, 1).unwrap_err().to_string(),
+        "GPU 1's MIG layout is already changing (draining)"
+    );
+    assert!(apply_of(&core.handle(7.0, Input::Finished { task: a, ok: true })).is_empty());
+    let actions = core.handle(10.5, Input::Finished { task: r, ok: true });
+    assert_eq!(apply_of(&actions), vec!["apply 1 [7g.40gb@0]"]);
+    assert_eq!(core.mig_change(1).unwrap().phase, MigPhase::Applying);
+    assert_eq!(
+        core.cancel_mig_change(11.0, 1).unwrap_err().to_string(),
+        "GPU 1's MIG layout is already changing (applying)"
+    );
+    heard.lock().unwrap().clear();
+    let done = core.mig_applied(11.0, 1).unwrap();
+    assert_eq!((done.devices, done.retired), (vec![5], vec![2, 3, 4]));
+    assert_eq!(core.mig_change(1), None);
+    assert!(core.online(5));
+    assert_eq!(
+        *heard.lock().unwrap(),
+        vec![
+            Heard::Changed(1),
+            Heard::Changed(2),
+            Heard::Changed(3),
+            Heard::Changed(4),
+            Heard::Changed(5),
+            Heard::Changed(5)
+        ]
+    );
+    // q named a retired instance and waits; the new 7g.40gb takes work
+    // (6 / 2 = 3 s).
+    assert_eq!(core.pending(), &[q]);
+    let (z, actions) = core.submit(11.0, spec("z@5", 11.0, 6.0));
+    assert_eq!(starts(&actions), vec![(z, vec![5], 3.0)]);
+}
+
+#[test]
+fn a_refused_or_invalid_mig_change_changes_nothing() {
+    use super::{Busy, OnBusy, RepartitionError};
+    let (mut core, heard, _) = by_name_core();
+    core.submit(0.0, spec("a@4", 0.0, 6.0));
+    let (q, _) = core.submit(0.0, spec("q@4", 0.0, 6.0));
+    heard.lock().unwrap().clear();
+    let begin = |core: &mut Core, gpu, texts: &[&str], on_busy| {
+        core.begin_mig_change(1.0, gpu, &requests(texts), on_busy)
+    };
+    assert_eq!(
+        begin(&mut core, 1, &["7g.40gb"], OnBusy::Refuse),
+        Err(RepartitionError::Busy {
+            gpu: 1,
+            device: "1/mig/3g.20gb@4".into(),
+            what: Busy::Running("a@4".into())
+        })
+    );
+    assert_eq!(
+        begin(&mut core, 1, &["4g.20gb", "4g.20gb"], OnBusy::Wait)
+            .unwrap_err()
+            .to_string(),
+        "GPU 1: 4g.20gb: at most 1 instance(s)"
+    );
+    assert_eq!(
+        begin(&mut core, 4, &[], OnBusy::Wait),
+        Err(RepartitionError::NoSuchGpu(4))
+    );
+    // The layout it has (in any order): nothing to do, nothing tracked.
+    assert_eq!(
+        begin(
+            &mut core,
+            1,
+            &["2g.10gb", "3g.20gb", "2g.10gb"],
+            OnBusy::Refuse
+        ),
+        Ok(Vec::new())
+    );
+    assert!(core.mig_changes().is_empty());
+    assert!((2..5).all(|d| core.online(d)));
+    assert!(heard.lock().unwrap().is_empty());
+    assert_eq!(core.local_queue(4), vec![q]);
+    // An idle GPU with nothing queued is no reason to refuse: it applies at once.
+    let actions = begin(&mut core, 0, &["3g.20gb", "3g.20gb"], OnBusy::Refuse).unwrap();
+    assert_eq!(
+        mig_kinds(&actions)[1..],
+        ["apply 0 [3g.20gb@0, 3g.20gb@4]".to_string()]
+    );
+    let t4 = catalogue::lookup("T4").unwrap();
+    let mut t4_core = Core::new(Host::of_models([t4]).devices, crate::policy::builtin_fifo());
+    assert_eq!(
+        t4_core
+            .begin_mig_change(0.0, 0, &requests(&["1g.5gb"]), OnBusy::Wait)
+            .unwrap_err()
+            .to_string(),
+        "GPU 0 (T4) does not support MIG"
+    );
+    assert_eq!(
+        t4_core.cancel_mig_change(0.0, 0),
+        Err(RepartitionError::NoChange(0))
+    );
+    assert_eq!(
+        t4_core.mig_failed(0.0, 0, true).unwrap_err().to_string(),
+        "GPU 0 has no MIG layout change under way"
+    );
+}
+
+#[test]
+fn a_cancelled_drain_brings_back_only_the_devices_it_took() {
+    use super::OnBusy;
+    let (mut core, _, _) = by_name_core();
+    let (a, _) = core.submit(0.0, spec("a@4", 0.0, 6.0));
+    let (q, _) = core.submit(0.0, spec("q@4", 0.0, 6.0));
+    // An admin drained 3 before.
+    core.handle(
+        0.0,
+        Input::Offline {
+            device: 3,
+            interrupt: false,
+        },
+    );
+    core.begin_mig_change(1.0, 1, &requests(&["7g.40gb"]), OnBusy::Wait)
+        .unwrap();
+    assert_eq!(core.mig_change(1).unwrap().drained, vec![2, 4]);
+    assert_eq!(core.pending(), &[q]);
+    let actions = core.cancel_mig_change(2.0, 1).unwrap();
+    assert!(mig_kinds(&actions).is_empty());
+    assert_eq!(core.mig_change(1), None);
+    assert!(core.online(2) && !core.online(3) && core.online(4));
+    // q went back to 4's queue behind a, which ran on untouched.
+    assert_eq!(core.local_queue(4), vec![q]);
+    let actions = core.handle(7.0, Input::Finished { task: a, ok: true });
+    assert_eq!(starts(&actions), vec![(q, vec![4], 7.0)]);
+}
+
+#[test]
+fn a_failed_apply_brings_the_gpu_back_only_when_restored() {
+    use super::OnBusy;
+    let (mut core, _, _) = by_name_core();
+    for (now, restored) in [(0.0, true), (1.0, false)] {
+        let actions = core
+            .begin_mig_change(now, 0, &requests(&["7g.40gb"]), OnBusy::Wait)
+            .unwrap();
+        assert_eq!(apply_of(&actions), vec!["apply 0 [7g.40gb@0]"]);
+        assert!(!core.online(0));
+        core.mig_failed(now, 0, restored).unwrap();
+        assert_eq!(core.mig_change(0), None);
+        assert_eq!(core.online(0), restored);
+        assert_eq!(core.devices().len(), 5);
+    }
+    // The failed GPU takes no task; one that fits elsewhere runs there.
+    let (k, actions) = core.submit(1.0, spec("k@0", 1.0, 1.0));
+    assert!(starts(&actions).is_empty());
+    assert_eq!(core.pending(), &[k]);
+}
+
+/// Two whole A100-SXM4-40GB run by a policy that asks once for GPU 0 to be
+/// split as `layout` and places every pending task on device 1; it records
+/// the events it heard (`DeviceChanged` devices).
+fn asking_core(
+    layout: &'static str,
+    allow: bool,
+) -> (Core, std::sync::Arc<std::sync::Mutex<Vec<u32>>>) {
+    use std::sync::{Arc, Mutex};
+    let heard: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let h = heard.clone();
+    let mut asked = false;
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let core = Core::new(
+        Host::of_models([a100, a100]).devices,
+        scripted(move |view, event| {
+            if let Event::DeviceChanged { device } = event {
+                h.lock().unwrap().push(*device);
+            }
+            let mut decisions: Vec<Decision> = Vec::new();
+            if !std::mem::replace(&mut asked, true) {
+                decisions.push(Decision::MigLayout {
+                    gpu: 0,
+                    layout: layout.into(),
+                });
+            }
+            let free = view.devices[1].running.is_none() && view.devices[1].queue.is_empty();
+            decisions.extend(
+                view.pending
+                    .iter()
+                    .take(usize::from(free))
+                    .map(|&k| assign(k, &[1], None, None)),
+            );
+            Ok(decisions)
+        }),
+    )
+    .allowing_mig_policy(allow);
+    (core, heard)
+}
+
+#[test]
+fn an_allowed_policy_request_drains_and_applies_like_an_operators() {
+    let (mut core, heard) = asking_core("3g.20gb@4, 3g.20gb", true);
+    let (_, actions) = core.submit(0.0, spec("t", 0.0, 1.0));
+    assert_eq!(fault(&actions), None);
+    assert_eq!(
+        mig_kinds(&actions),
+        vec![
+            "draining 0 [3g.20gb@0, 3g.20gb@4]".to_string(),
+            "apply 0 [3g.20gb@0, 3g.20gb@4]".to_string(),
+        ]
+    );
+    // The task went to device 1.
+    assert_eq!(starts(&actions).len(), 1);
+    assert_eq!(starts(&actions)[0].1, vec![1]);
+    // The policy heard of GPU 0 going offline once its decisions applied.
+    assert_eq!(*heard.lock().unwrap(), vec![0]);
+    assert!(!core.online(0));
+    let done = core.mig_applied(0.5, 0).unwrap();
+    assert_eq!(done.devices, vec![2, 3]);
+    assert!(core.online(2) && core.online(3));
+}
+
+#[test]
+fn a_policy_request_that_is_invalid_or_not_allowed_is_a_fault_and_changes_nothing() {
+    for (layout, allow, reason) in [
+        (
+            "3g.20gb,3g.20gb",
+            false,
+            "asked for MIG layout \"3g.20gb,3g.20gb\" on GPU 0: policies may not change MIG \
+             layouts on this agent (agent.toml [mig] allow_policy = false)",
+        ),
+        (
+            "3g.20gb,9g.1gb",
+            true,
+            "asked for MIG layout \"3g.20gb,9g.1gb\" on GPU 0: unknown MIG profile \"9g.1gb\"; \
+             this model's: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb",
+        ),
+        (
+            "4g.20gb,3g.20gb@0",
+            true,
+            "asked for MIG layout \"4g.20gb,3g.20gb@0\" on GPU 0: GPU 0: 4g.20gb, 3g.20gb@0 cannot \
+             all be placed on one GPU: no layout gives each its own memory slices at a valid start",
+        ),
+    ] {
+        let (mut core, _) = asking_core(layout, allow);
+        let (_, actions) = core.submit(0.0, spec("t", 0.0, 1.0));
+        assert_eq!(fault(&actions), Some(reason));
+        assert!(mig_kinds(&actions).is_empty());
+        assert!(core.mig_changes().is_empty());
+        assert!(core.online(0));
+    }
 }

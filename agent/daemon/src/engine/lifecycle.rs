@@ -195,6 +195,11 @@ impl Engine {
                     );
                     round.notice(self.policy_notice());
                 }
+                Action::MigDraining { .. } | Action::ApplyMigLayout { .. } => {
+                    unreachable!(
+                        "the engine starts no MIG change and its core allows policies none"
+                    )
+                }
             }
         }
     }
