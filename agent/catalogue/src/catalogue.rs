@@ -257,6 +257,36 @@ pub const CATALOGUE: &[GpuModel] = &[
         idle_w: 50.0,
         mig: Some(&mig::H100_80GB),
     },
+    // Read off a real H200 (driver 580.159.04) with `gpuctl inspect`: clock
+    // table, power limits, idle draw at 345 MHz and the MIG table.
+    GpuModel {
+        name: "H200-SXM-141GB",
+        pci_device_id: 0x2335_10DE,
+        nvml_name: "NVIDIA H200",
+        architecture: "Hopper",
+        memory_gb: 141.0,
+        core_default_mhz: 1980,
+        mem_default_mhz: 3201,
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 3201,
+                core_max_mhz: 1980,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+            MemClockSteps {
+                mem_mhz: 2201,
+                core_max_mhz: 1980,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+        ],
+        power_min_w: 200.0,
+        power_default_w: 700.0,
+        power_max_w: 700.0,
+        idle_w: 80.0,
+        mig: Some(&mig::H200_141GB),
+    },
     GpuModel {
         name: "V100-SXM2-32GB",
         pci_device_id: 0x1DB5_10DE,

@@ -146,6 +146,12 @@ pub const H100_80GB: MigTable = eight_slice_table!(
     "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", 9984, 20096, 40448, 81152
 );
 
+/// H200 141GB, as a real H200 reported it (`nvidia-smi mig -lgip`/`-lgipp`,
+/// driver 580.159.04): the H100's ids and placements, larger memory.
+pub const H200_141GB: MigTable = eight_slice_table!(
+    "1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb", 16384, 33280, 71424, 143360
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,8 +173,36 @@ mod tests {
     }
 
     #[test]
+    fn h200_matches_what_a_real_h200_reported() {
+        // `gpuctl inspect` on an NVIDIA H200, driver 580.159.04.
+        let rows: Vec<_> = H200_141GB
+            .profiles
+            .iter()
+            .map(|p| (p.id, p.name, p.compute_slices, p.memory_mib, p.max_count))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (19, "1g.18gb", 1, 16384, 7),
+                (20, "1g.18gb+me", 1, 16384, 1),
+                (15, "1g.35gb", 1, 33280, 4),
+                (14, "2g.35gb", 2, 33280, 3),
+                (9, "3g.71gb", 3, 71424, 2),
+                (5, "4g.71gb", 4, 71424, 1),
+                (0, "7g.141gb", 7, 143360, 1),
+            ]
+        );
+        let placements = |id| {
+            let p = H200_141GB.profile(id).unwrap();
+            (p.placement_size, p.placement_starts)
+        };
+        assert_eq!(placements(15), (2, &[0, 2, 4, 6][..]));
+        assert_eq!(placements(9), (4, &[0, 4][..]));
+    }
+
+    #[test]
     fn every_placement_fits_the_gpu() {
-        for t in [&A100_40GB, &A100_80GB, &H100_80GB] {
+        for t in [&A100_40GB, &A100_80GB, &H100_80GB, &H200_141GB] {
             for p in t.profiles {
                 assert!(p.compute_slices <= t.compute_slices, "{}", p.name);
                 for s in p.placement_starts {

@@ -287,7 +287,7 @@ fn mock_satisfies_the_read_only_suite_idle_and_busy() {
         "{report}"
     );
     assert!(
-        report.contains("GPU 6: energy counter +10000 mJ over 1 s"),
+        report.contains("GPU 7: energy counter +10000 mJ over 1 s"),
         "{report}"
     );
     assert!(report.contains(
