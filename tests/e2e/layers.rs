@@ -43,6 +43,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["gpu-agent-plugin-api", "gpu-agent-sa-search"],
     ),
     ("gpu-agent-policy-sos", &["gpu-agent-plugin-api"]),
+    // Plans MIG layouts with the planner; places like greedy-eft.
+    (
+        "gpu-agent-policy-mig-plan",
+        &[
+            "gpu-agent-plugin-api",
+            "gpu-agent-eft-rule",
+            "gpu-agent-catalogue",
+            "gpu-agent-migplan",
+        ],
+    ),
     ("gpu-agent-policy-edf-hier", &["gpu-agent-plugin-api"]),
     // DVFS policies: Algorithm 1 from the shared DVFS library.
     (

@@ -16,56 +16,19 @@
 // abi_stable 0.11's derives put impls inside constants.
 #![allow(non_local_definitions)]
 
-use gpu_agent_eft_rule::{choose, runtimes_into, Scratch};
-use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View};
+use gpu_agent_eft_rule::Placer;
+use gpu_agent_plugin_api::{Decision, Event, PolicyImpl, View};
 
 /// The greedy earliest-finish-time policy. It keeps no state from one event
 /// to the next, only buffers.
 #[derive(Debug, Default)]
 pub struct GreedyEft {
-    avail: Vec<f64>,
-    runtimes: Vec<f64>,
-    scratch: Scratch,
+    placer: Placer,
 }
 
 impl PolicyImpl for GreedyEft {
     fn on_event(&mut self, view: &View<'_>, _event: &Event) -> Result<Vec<Decision>, String> {
-        if view.pending.is_empty() {
-            return Ok(Vec::new());
-        }
-        let GreedyEft {
-            avail,
-            runtimes,
-            scratch,
-        } = self;
-        avail.clear();
-        avail.extend(view.devices.iter().map(|d| d.available_at));
-        let mut decisions = Vec::with_capacity(view.pending.len());
-        for &key in view.pending.iter() {
-            runtimes_into(view, view.task(key), runtimes);
-            let mut chosen = Vec::with_capacity(view.task(key).gpus as usize);
-            let Some(end) = choose(
-                view.now,
-                view.task(key).gpus,
-                runtimes,
-                avail,
-                scratch,
-                &mut chosen,
-            ) else {
-                // Not enough online devices for it right now: leave it pending.
-                continue;
-            };
-            for &j in &chosen {
-                avail[j as usize] = end;
-            }
-            decisions.push(Decision::Assign {
-                task: key,
-                devices: chosen.into(),
-                position: ROption::RNone,
-                clocks: ROption::RNone,
-            });
-        }
-        Ok(decisions)
+        Ok(self.placer.assign_pending(view))
     }
 }
 

@@ -10,7 +10,66 @@
 //! takes the k fastest of the prefix (ties to the lower index); it keeps the set
 //! with the earliest completion, ties to the earliest s.
 
-use gpu_agent_plugin_api::{Task, View};
+use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Task, View};
+
+/// greedy-eft's whole decision (formats.md §5), reusable buffers included:
+/// each pending task in the pending queue's order goes to the end of the
+/// local queue of the devices [`choose`] picks, planned against the
+/// availability earlier picks leave; a task no online devices can hold now
+/// stays pending.
+#[derive(Debug, Default)]
+pub struct Placer {
+    avail: Vec<f64>,
+    runtimes: Vec<f64>,
+    scratch: Scratch,
+}
+
+impl Placer {
+    /// One [`Decision::Assign`] per pending task of `view` that can be
+    /// placed now, in the pending queue's order.
+    pub fn assign_pending(&mut self, view: &View<'_>) -> Vec<Decision> {
+        self.assign_pending_avoiding(view, &[])
+    }
+
+    /// As [`Placer::assign_pending`], using none of the devices `avoid`
+    /// (say, those of a GPU about to be drained).
+    pub fn assign_pending_avoiding(&mut self, view: &View<'_>, avoid: &[u32]) -> Vec<Decision> {
+        if view.pending.is_empty() {
+            return Vec::new();
+        }
+        let Placer {
+            avail,
+            runtimes,
+            scratch,
+        } = self;
+        avail.clear();
+        avail.extend(view.devices.iter().map(|d| d.available_at));
+        let mut decisions = Vec::with_capacity(view.pending.len());
+        for &key in view.pending.iter() {
+            let task = view.task(key);
+            runtimes_into(view, task, runtimes);
+            for &j in avoid {
+                runtimes[j as usize] = f64::INFINITY;
+            }
+            let mut chosen = Vec::with_capacity(task.gpus as usize);
+            let Some(end) = choose(view.now, task.gpus, runtimes, avail, scratch, &mut chosen)
+            else {
+                // Not enough online devices for it right now: leave it pending.
+                continue;
+            };
+            for &j in &chosen {
+                avail[j as usize] = end;
+            }
+            decisions.push(Decision::Assign {
+                task: key,
+                devices: chosen.into(),
+                position: ROption::RNone,
+                clocks: ROption::RNone,
+            });
+        }
+        decisions
+    }
+}
 
 /// Writes `task`'s run time on each device of `view` into `out`, in device
 /// order: [`Task::runtime_on`] where the task fits as one of its `gpus`
