@@ -362,6 +362,31 @@ fn daemon_access_member_submits_and_cancels_its_own() {
             )
         ))
     );
+    assert_eq!(
+        gdbus(
+            &d,
+            who,
+            "ApplyMigConfig",
+            &["version: v1", "", "{'on_busy': <'refuse'>}"]
+        ),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not change MIG layouts: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
+    assert_eq!(
+        gdbus(&d, who, "CancelMigChange", &["0"]),
+        Err((
+            DENIED.into(),
+            format!(
+                "uid {} may not change MIG layouts: that needs root or membership of group gpu-agent-admin",
+                who.uid
+            )
+        ))
+    );
     let online = d.busctl_json(&[
         "get-property",
         AGENT[0],

@@ -20,6 +20,7 @@ mod daemon_exec;
 mod daemon_health;
 mod daemon_metrics;
 mod daemon_mig;
+mod daemon_mig_apply;
 mod daemon_overrun;
 mod daemon_params;
 mod daemon_policy;

@@ -18,7 +18,7 @@ use crate::{emit, emit_json};
 /// one entry only, and compute-instance profiles (`1c.3g.20gb`) are refused.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
+    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig apply -f examples/mig-config.yaml -c balanced\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -28,6 +28,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum MigCommand {
     Show(ShowArgs),
+    Apply(ApplyArgs),
     Export(ExportArgs),
     Assert(AssertArgs),
     Plan(crate::mig_plan::PlanArgs),
@@ -44,6 +45,49 @@ struct ShowArgs {
     json: bool,
     #[command(flatten)]
     bus: BusArgs,
+}
+
+/// Change the GPUs' MIG layouts to a configuration, and follow the change.
+///
+/// Each GPU whose layout differs drains (no new task goes there, its queued
+/// tasks go back to the pending queue, running tasks finish), then takes its
+/// new layout, with one MIG device per GPU instance. Prints each step until
+/// every changing GPU is stable (exit 0) or failed (exit 1). Admins only.
+#[derive(clap::Args)]
+struct ApplyArgs {
+    /// The v1 file (`-`: standard input).
+    #[arg(short, long, value_name = "FILE")]
+    file: PathBuf,
+    /// The configuration (may be left out when the file has only one).
+    #[arg(short, long, value_name = "NAME")]
+    config: Option<String>,
+    /// With tasks running or queued on a GPU to change: wait for them, or
+    /// refuse the whole change.
+    #[arg(long, value_enum, default_value = "wait")]
+    on_busy: OnBusy,
+    /// Seconds a drain may take (0: no limit); past it that GPU's change
+    /// fails and it keeps its layout.
+    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    timeout: f64,
+    /// Print one JSON object per step (`gpu`, `state`, `message`).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OnBusy {
+    Wait,
+    Refuse,
+}
+
+/// One step of `gpuctl mig apply --json`.
+#[derive(serde::Serialize)]
+struct Step {
+    gpu: u32,
+    state: String,
+    message: String,
 }
 
 /// Print the host's MIG layout as a mig-parted v1 file that `assert` accepts.
@@ -92,6 +136,7 @@ struct AssertArgs {
 pub fn run(args: Args) -> Result<()> {
     match args.command {
         MigCommand::Show(a) => show(a),
+        MigCommand::Apply(a) => apply(a),
         MigCommand::Export(a) => export(a),
         MigCommand::Assert(a) => assert(a),
         MigCommand::Plan(a) => crate::mig_plan::plan(a),
@@ -229,6 +274,91 @@ fn assert(args: AssertArgs) -> Result<()> {
         "the GPUs differ from configuration {config} in {} place(s)",
         mismatches.len()
     )
+}
+
+fn apply(args: ApplyArgs) -> Result<()> {
+    use futures_util::StreamExt;
+    use zbus::zvariant::{OwnedValue, Value};
+    let yaml = read(&args.file)?;
+    let shown = args.file.display();
+    let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let config = file
+        .config(args.config.as_deref())
+        .map_err(|e| anyhow!("{shown}: {e}"))?
+        .name
+        .clone();
+    if !(args.timeout.is_finite() && args.timeout >= 0.0) {
+        bail!("--timeout: expected seconds >= 0, got {}", args.timeout);
+    }
+    let on_busy = match args.on_busy {
+        OnBusy::Wait => "wait",
+        OnBusy::Refuse => "refuse",
+    };
+    let owned = |v: Value<'_>| OwnedValue::try_from(v).expect("a plain value");
+    let options: gpu_agent_dbus::Dict = [
+        ("on_busy".to_string(), owned(Value::from(on_busy))),
+        ("timeout_s".to_string(), owned(Value::from(args.timeout))),
+    ]
+    .into();
+    let failed = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        // Subscribe first: no step is missed.
+        let mut steps = client.call(client.agent.receive_mig_changed()).await?;
+        let gpus = client
+            .call(client.agent.apply_mig_config(&yaml, &config, options))
+            .await
+            .map_err(|e| anyhow!("{shown}: {e:#}"))?;
+        if gpus.is_empty() {
+            emit(&format!(
+                "the GPUs are already as configuration {config} asks\n"
+            ))?;
+            return Ok(Vec::new());
+        }
+        let mut left: std::collections::BTreeSet<u32> = gpus.iter().copied().collect();
+        let mut failed = Vec::new();
+        if !args.json {
+            let names: Vec<String> = gpus.iter().map(u32::to_string).collect();
+            emit(&format!("changing GPU(s) {}\n", names.join(", ")))?;
+        }
+        while !left.is_empty() {
+            let step = steps.next().await.context("the bus connection closed")?;
+            let step = step
+                .args()
+                .map_err(|e| anyhow!("the daemon sent a bad MigChanged signal: {e}"))?;
+            if !left.contains(&step.gpu) {
+                continue;
+            }
+            if args.json {
+                let line = serde_json::to_string(&Step {
+                    gpu: step.gpu,
+                    state: step.state.to_string(),
+                    message: step.message.to_string(),
+                })?;
+                emit(&format!("{line}\n"))?;
+            } else {
+                emit(&format!(
+                    "GPU {}: {} {}\n",
+                    step.gpu, step.state, step.message
+                ))?;
+            }
+            match step.state {
+                "stable" => {
+                    left.remove(&step.gpu);
+                }
+                "failed" | "reset-required" => {
+                    left.remove(&step.gpu);
+                    failed.push(step.gpu);
+                }
+                _ => {}
+            }
+        }
+        Ok(failed)
+    })?;
+    if !failed.is_empty() {
+        let names: Vec<String> = failed.iter().map(u32::to_string).collect();
+        bail!("the change of GPU(s) {} did not complete", names.join(", "));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

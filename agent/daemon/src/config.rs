@@ -75,6 +75,38 @@ pub struct Config {
     /// `[policies.NAME]` tables: the parameters each policy is built with
     /// (checked against the plugin once it is loaded).
     pub policies: BTreeMap<String, Vec<Setting>>,
+    /// The `[mig]` table: how the agent changes MIG layouts.
+    pub mig: MigSettings,
+}
+
+/// The `[mig]` table (mig.md §6.3, §6.4).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigSettings {
+    /// Whether policies may ask for layouts (`Decision::MigLayout`).
+    pub allow_policy: bool,
+    /// The command that resets a GPU whose MIG mode is pending, where the
+    /// backend cannot reset it itself (NVML has no reset); `{bus_id}` is
+    /// replaced by the GPU's PCI bus id. Empty: never reset (the change
+    /// ends `reset-required`).
+    pub reset_command: Vec<String>,
+}
+
+impl Default for MigSettings {
+    fn default() -> Self {
+        MigSettings {
+            allow_policy: false,
+            reset_command: ["nvidia-smi", "--gpu-reset", "-i", "{bus_id}"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMig {
+    allow_policy: Option<bool>,
+    reset_command: Option<Vec<String>>,
 }
 
 /// One `KEY = VALUE` of a `[policies.NAME]` table.
@@ -103,6 +135,7 @@ impl Default for Config {
             idle_clocks: IdleClocks::Default,
             metrics_listen: None,
             policies: BTreeMap::new(),
+            mig: MigSettings::default(),
         }
     }
 }
@@ -122,6 +155,7 @@ struct RawConfig {
     idle_clocks: Option<Spanned<String>>,
     metrics_listen: Option<Spanned<String>>,
     policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
+    mig: Option<RawMig>,
 }
 
 /// Settings given on `gpu-agentd`'s command line; they override the file's.
@@ -250,7 +284,7 @@ impl Config {
     /// The keys a running daemon only reads at start: a change to them takes
     /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop`,
     /// `cancel_grace_s` and `idle_clocks` take effect at `Reload`.)
-    pub const START_ONLY_KEYS: [&'static str; 7] = [
+    pub const START_ONLY_KEYS: [&'static str; 8] = [
         "policy",
         "state_dir",
         "mock",
@@ -258,6 +292,7 @@ impl Config {
         "time_scale",
         "apps",
         "metrics_listen",
+        "mig",
     ];
 
     /// The keys of [`Config::START_ONLY_KEYS`] whose values differ in `other`.
@@ -270,6 +305,7 @@ impl Config {
             self.time_scale != other.time_scale,
             self.apps != other.apps,
             self.metrics_listen != other.metrics_listen,
+            self.mig != other.mig,
         ];
         Config::START_ONLY_KEYS
             .into_iter()
@@ -385,6 +421,10 @@ impl Config {
                 .transpose()?
                 .unwrap_or(d.idle_clocks),
             policies,
+            mig: raw.mig.map_or(d.mig.clone(), |m| MigSettings {
+                allow_policy: m.allow_policy.unwrap_or(d.mig.allow_policy),
+                reset_command: m.reset_command.unwrap_or(d.mig.reset_command),
+            }),
         })
     }
 }
@@ -430,6 +470,7 @@ mod tests {
                     ]
                 )]
                 .into(),
+                mig: MigSettings::default(),
             }
         );
         assert_eq!(
@@ -527,6 +568,10 @@ mod tests {
             time_scale: 3.0,
             apps: Some("a".into()),
             metrics_listen: Some("[::1]:9464".parse().unwrap()),
+            mig: MigSettings {
+                allow_policy: true,
+                ..MigSettings::default()
+            },
             ..Config::default()
         };
         assert_eq!(running.start_only_changes(&every), Config::START_ONLY_KEYS);
@@ -586,6 +631,7 @@ mod tests {
         assert_eq!(example.keep_tasks_on_stop, d.keep_tasks_on_stop);
         assert_eq!(example.cancel_grace_s, d.cancel_grace_s);
         assert_eq!(example.idle_clocks, d.idle_clocks);
+        assert_eq!(example.mig, d.mig);
         assert_eq!(
             example.plugin_dir.as_deref(),
             Some(Path::new("/usr/lib/gpu-agent/plugins"))
@@ -614,6 +660,23 @@ mod tests {
         assert!(err("polcy = \"fifo\"")
             .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
         assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));
+        assert!(err("[mig]\nallow_policy = \"yes\"\n")
+            .starts_with("agent.toml:2: invalid type: string \"yes\", expected a boolean"));
+        assert!(err("[mig]\nreset = []\n").starts_with(
+            "agent.toml:2: unknown field `reset`, expected `allow_policy` or `reset_command`"
+        ));
+        assert_eq!(
+            Config::parse(
+                Path::new("agent.toml"),
+                "[mig]\nallow_policy = true\nreset_command = []\n"
+            )
+            .unwrap()
+            .mig,
+            MigSettings {
+                allow_policy: true,
+                reset_command: Vec::new()
+            }
+        );
         assert_eq!(
             err("\n\nidle_clocks = \"lowest\""),
             "agent.toml:3: idle_clocks: expected \"default\" or \"min\", got \"lowest\""

@@ -438,6 +438,17 @@ async fn pump_notices(
                 Some(object) => devices::set_health(object, online, health).await,
                 None => Ok(()),
             },
+            Notice::MigChanged {
+                gpu,
+                state,
+                message,
+            } => {
+                agent
+                    .get()
+                    .await
+                    .record_mig_state(gpu, state.clone(), message.clone());
+                AgentService::mig_changed(agent.signal_emitter(), gpu, &state, &message).await
+            }
             Notice::Policy { name, parameters } => {
                 let agent_ref = agent.get().await;
                 agent_ref.record_policy(name, parameters_to_dict(&parameters));

@@ -9,6 +9,8 @@ use gpu_agent_backend::{BackendError, GpuBackend};
 use gpu_agent_core::catalogue;
 use gpu_agent_core::placement::Instance;
 use gpu_agent_dbus::{AgentError, MigInstance, MigLayout};
+
+use crate::engine::MigTarget;
 use gpu_agent_migconfig::{
     self as migconfig, ConfigError, ErrorKind, GpuMig, HostGpu, MigConfigFile,
 };
@@ -125,6 +127,40 @@ impl MigView {
         let targets = migconfig::resolve(&file, name, &self.gpus).map_err(config_error)?;
         let found = migconfig::mismatches(&targets, &self.gpus, &self.states()?);
         Ok((found.is_empty(), found))
+    }
+
+    /// The GPUs configuration `name` (`""`: the file's only one) of `yaml`
+    /// changes, each with its layout (`ApplyMigConfig`): every rule of the
+    /// file checked, GPUs already as asked left out. MIG on with no
+    /// instance is refused: the agent schedules a GPU whole or its
+    /// instances, and such a GPU would have neither.
+    pub fn targets(&self, yaml: &str, name: &str) -> Result<Vec<MigTarget>, AgentError> {
+        let file = MigConfigFile::parse(yaml).map_err(config_error)?;
+        let name = (!name.is_empty()).then_some(name);
+        let targets = migconfig::resolve(&file, name, &self.gpus).map_err(config_error)?;
+        if let Some(t) = targets.values().find(|t| t.enabled && t.layout.is_empty()) {
+            return Err(AgentError::NotSupported(format!(
+                "{}: GPU {}: MIG on with no instance leaves the GPU with no device to schedule; \
+                 name at least one profile, or set mig-enabled: false",
+                t.pos, t.gpu
+            )));
+        }
+        let states = self.states()?;
+        Ok(targets
+            .into_values()
+            .filter(|t| {
+                let now = &states[&t.gpu];
+                let mut have: Vec<u32> = now.instances.iter().map(|i| i.profile.id).collect();
+                let mut want: Vec<u32> = t.layout.iter().map(|i| i.profile.id).collect();
+                have.sort_unstable();
+                want.sort_unstable();
+                now.enabled != t.enabled || have != want
+            })
+            .map(|t| MigTarget {
+                gpu: t.gpu,
+                layout: t.layout,
+            })
+            .collect())
     }
 
     fn gpu(&self, gpu: u32) -> Result<&HostGpu, AgentError> {

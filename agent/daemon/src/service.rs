@@ -2,7 +2,7 @@
 //! `org.gpuagent.Device1` per device. Methods check the caller, then forward
 //! the request to the engine and wait for its answer.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Mutex};
 
 use tokio::sync::oneshot;
@@ -11,8 +11,9 @@ use zbus::{
 };
 
 use super::auth::{Auth, Roles};
-use super::engine::{Caller, Reply, Request};
+use super::engine::{Caller, MigOptions, Reply, Request};
 use super::mig::MigView;
+use gpu_agent_core::scheduler::OnBusy;
 use gpu_agent_dbus::{
     metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskInfo, TaskStatus,
     TASK_PAGE_MAX,
@@ -26,6 +27,9 @@ pub struct AgentService {
     version: String,
     backend: String,
     mig: MigView,
+    /// Per GPU: the last MIG change state the engine announced, and its
+    /// message (`GetMigLayout` shows them).
+    mig_states: Mutex<BTreeMap<u32, (String, String)>>,
     /// Where `Submit` times go (`/metrics`), if anywhere.
     submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
 }
@@ -46,6 +50,7 @@ impl AgentService {
             version: env!("CARGO_PKG_VERSION").into(),
             backend,
             mig,
+            mig_states: Mutex::new(BTreeMap::new()),
             submit_seconds: None,
         }
     }
@@ -63,6 +68,14 @@ impl AgentService {
     /// for the properties.
     pub fn record_policy(&self, name: String, parameters: Dict) {
         *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = (name, parameters);
+    }
+
+    /// Records GPU `gpu`'s MIG change state (the engine's notice).
+    pub fn record_mig_state(&self, gpu: u32, state: String, message: String) {
+        self.mig_states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(gpu, (state, message));
     }
 
     async fn ask<T>(&self, request: impl FnOnce(Reply<T>) -> Request) -> Result<T, AgentError> {
@@ -280,7 +293,21 @@ impl AgentService {
     /// One GPU's MIG state (mig.md §6.2).
     async fn get_mig_layout(&self, gpu: u32) -> Result<Dict, AgentError> {
         let mig = self.mig.clone();
-        blocking(move || mig.layout(gpu)).await.map(|l| l.to_dict())
+        let mut layout = blocking(move || mig.layout(gpu)).await?;
+        let recorded = self
+            .mig_states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&gpu)
+            .cloned();
+        // A change's state wins over the mode's, except a settled one's.
+        if let Some((state, message)) = recorded {
+            if state != crate::engine::MIG_STABLE || layout.state == crate::engine::MIG_STABLE {
+                layout.state = state;
+                layout.message = message;
+            }
+        }
+        Ok(layout.to_dict())
     }
 
     /// The host's MIG state as a mig-parted v1 file (configuration `label`,
@@ -299,6 +326,50 @@ impl AgentService {
     ) -> Result<(bool, Vec<String>), AgentError> {
         let mig = self.mig.clone();
         blocking(move || mig.assert(&yaml, &name)).await
+    }
+
+    /// Changes the GPUs' MIG layouts to configuration `name` (`""`: the
+    /// file's only one) of the mig-parted v1 file `yaml`: each GPU whose
+    /// layout differs drains (or, with `on_busy` `refuse`, the call is
+    /// refused if a task runs or waits there) and then takes its new layout;
+    /// `MigChanged` follows each step. Everything is checked and stored
+    /// before the answer, the GPUs that change; a refusal changes nothing.
+    /// Admins only.
+    async fn apply_mig_config(
+        &self,
+        yaml: String,
+        name: String,
+        options: HashMap<String, OwnedValue>,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<u32>, AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("change MIG layouts")?;
+        let options = mig_options(&options)?;
+        let mig = self.mig.clone();
+        let targets = blocking(move || mig.targets(&yaml, &name)).await?;
+        self.ask(|reply| Request::ApplyMig {
+            targets,
+            options,
+            reply,
+        })
+        .await
+    }
+
+    /// Abandons GPU `gpu`'s MIG change while it drains: its devices take
+    /// work again and its layout stays. Refused once the change applies.
+    /// Admins only.
+    async fn cancel_mig_change(
+        &self,
+        gpu: u32,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("change MIG layouts")?;
+        self.ask(|reply| Request::CancelMig { gpu, reply }).await
     }
 
     /// Brings GPU `gpu` back online after probing it (refused while it does
@@ -357,6 +428,16 @@ impl AgentService {
         state: &str,
     ) -> zbus::Result<()>;
 
+    /// A GPU's MIG layout change moved on: `state` is `draining`,
+    /// `applying`, `stable`, `reset-required` or `failed`.
+    #[zbus(signal)]
+    pub async fn mig_changed(
+        emitter: &SignalEmitter<'_>,
+        gpu: u32,
+        state: &str,
+        message: &str,
+    ) -> zbus::Result<()>;
+
     /// The active policy.
     #[zbus(property)]
     async fn policy(&self) -> String {
@@ -399,6 +480,47 @@ fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
     } else {
         task.redacted()
     }
+}
+
+/// `ApplyMigConfig`'s options: `on_busy` (`wait`, the default, or
+/// `refuse`) and `timeout_s` (seconds a drain may take; 0, the default: no
+/// limit).
+fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, AgentError> {
+    let mut out = MigOptions {
+        on_busy: OnBusy::Wait,
+        timeout_s: 0.0,
+    };
+    for (key, value) in options {
+        match key.as_str() {
+            "on_busy" => {
+                out.on_busy = match <&str>::try_from(value) {
+                    Ok("wait") => OnBusy::Wait,
+                    Ok("refuse") => OnBusy::Refuse,
+                    _ => {
+                        return Err(AgentError::InvalidArgument(format!(
+                            "option on_busy: expected \"wait\" or \"refuse\", got {value:?}"
+                        )))
+                    }
+                }
+            }
+            "timeout_s" => {
+                out.timeout_s = match f64::try_from(value) {
+                    Ok(t) if t.is_finite() && t >= 0.0 => t,
+                    _ => {
+                        return Err(AgentError::InvalidArgument(format!(
+                            "option timeout_s: expected a number of seconds >= 0 (d), got {value:?}"
+                        )))
+                    }
+                }
+            }
+            other => {
+                return Err(AgentError::InvalidArgument(format!(
+                    "unknown option {other:?}; ApplyMigConfig takes on_busy and timeout_s"
+                )))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs backend reads off the bus's threads.

@@ -126,6 +126,16 @@ pub trait Agent1 {
     /// Whether the host is as configuration `name` of the v1 file `yaml` asks
     /// (`""`: its only one); the differences.
     fn assert_mig_config(&self, yaml: &str, name: &str) -> zbus::Result<(bool, Vec<String>)>;
+    /// Changes the MIG layouts to configuration `name` of the v1 file `yaml`
+    /// (admins); `options`: `on_busy` s (`wait`, `refuse`), `timeout_s` d.
+    /// Returns the GPUs that change; `MigChanged` follows their progress.
+    fn apply_mig_config(&self, yaml: &str, name: &str, options: Dict) -> zbus::Result<Vec<u32>>;
+    /// Abandons GPU `gpu`'s MIG change while it drains (admins).
+    fn cancel_mig_change(&self, gpu: u32) -> zbus::Result<()>;
+    /// A GPU's MIG change moved on (`draining`, `applying`, `stable`,
+    /// `reset-required`, `failed`).
+    #[zbus(signal)]
+    fn mig_changed(&self, gpu: u32, state: &str, message: &str) -> zbus::Result<()>;
 
     /// Brings GPU `gpu` back online (after probing it), or drains it.
     fn set_device_online(&self, gpu: u32, online: bool) -> zbus::Result<()>;

@@ -116,7 +116,7 @@ impl Core {
             return Ok(Vec::new());
         }
         if on_busy == OnBusy::Refuse {
-            for d in self.devices_of(gpu) {
+            for d in self.devices_of_gpu(gpu) {
                 let slot = &self.slots[d as usize];
                 let what = if let Some(task) = slot.running {
                     Busy::Running(self.tasks[task as usize].id.to_string())
@@ -156,7 +156,7 @@ impl Core {
     /// instances), in key order: what a drain there waits for.
     pub fn mig_drain_waits_for(&self, gpu: u32) -> Vec<TaskKey> {
         let mut running: Vec<TaskKey> = self
-            .devices_of(gpu)
+            .devices_of_gpu(gpu)
             .into_iter()
             .filter_map(|d| self.slots[d as usize].running)
             .collect();
@@ -333,7 +333,7 @@ impl Core {
         actions: &mut Vec<Action>,
     ) -> Vec<u32> {
         let drained: Vec<u32> = self
-            .devices_of(gpu)
+            .devices_of_gpu(gpu)
             .into_iter()
             .filter(|&d| self.slots[d as usize].online)
             .collect();
@@ -389,8 +389,8 @@ impl Core {
     }
 
     /// Physical GPU `gpu`'s devices: itself when whole, else its current
-    /// instances.
-    fn devices_of(&self, gpu: u32) -> Vec<u32> {
+    /// instances (in start order).
+    pub fn devices_of_gpu(&self, gpu: u32) -> Vec<u32> {
         let instances = self.instances_of(gpu);
         if instances.is_empty() {
             vec![gpu]

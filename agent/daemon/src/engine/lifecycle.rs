@@ -195,11 +195,8 @@ impl Engine {
                     );
                     round.notice(self.policy_notice());
                 }
-                Action::MigDraining { .. } | Action::ApplyMigLayout { .. } => {
-                    unreachable!(
-                        "the engine starts no MIG change and its core allows policies none"
-                    )
-                }
+                Action::MigDraining { gpu, layout } => self.mig_draining(gpu, layout, round),
+                Action::ApplyMigLayout { gpu, .. } => self.mig_drained(gpu, round),
             }
         }
     }

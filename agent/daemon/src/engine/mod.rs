@@ -27,6 +27,8 @@ mod adopt;
 mod executor;
 mod health;
 mod lifecycle;
+mod mig_apply;
+mod mig_devices_shim;
 mod modelled;
 mod process;
 mod requests;
@@ -62,6 +64,7 @@ use table::TaskTable;
 use tokens::ClientTokens;
 
 pub use health::OK as HEALTH_OK;
+pub use mig_apply::{MigOptions, MigTarget, STABLE as MIG_STABLE};
 pub use time::Timebase;
 
 /// How a request is answered.
@@ -184,6 +187,29 @@ pub enum Request {
         /// Answered once its end is stored.
         reply: Reply<()>,
     },
+    /// Change the MIG layouts of `targets` (`ApplyMigConfig`, checked
+    /// against the GPUs' models).
+    ApplyMig {
+        /// Each GPU's layout.
+        targets: Vec<MigTarget>,
+        /// What to do with busy GPUs, how long a drain may take.
+        options: MigOptions,
+        /// Answered, once the changes are stored, with the GPUs that change.
+        reply: Reply<Vec<u32>>,
+    },
+    /// Abandon a GPU's MIG drain (`CancelMigChange`).
+    CancelMig {
+        /// The GPU.
+        gpu: u32,
+        /// Answered once its devices take work again.
+        reply: Reply<()>,
+    },
+    /// Make the layout of a drained GPU (sent by the engine to itself, the
+    /// round after it stored the change as applying).
+    MakeMigLayout {
+        /// The GPU.
+        gpu: u32,
+    },
     /// A task's process could not be started (sent by the engine to itself).
     LaunchFailed {
         /// The task.
@@ -235,6 +261,15 @@ pub enum Notice {
         online: bool,
         /// `ok`, `drained`, `lost` or `xid N: ...`.
         health: String,
+    },
+    /// A GPU's MIG layout change moved on (`MigChanged`).
+    MigChanged {
+        /// The GPU.
+        gpu: u32,
+        /// `draining`, `applying`, `stable`, `reset-required` or `failed`.
+        state: String,
+        /// What happened, for people.
+        message: String,
     },
     /// The active policy, or its parameters, changed.
     Policy {
@@ -437,6 +472,8 @@ pub struct Engine {
     /// a driver call that never returns would make it.
     hang_on: Option<String>,
     telemetry: Telemetry,
+    /// MIG layout changes under way (`mig_apply.rs`).
+    mig: mig_apply::MigChanges,
 }
 
 impl Engine {
@@ -473,7 +510,8 @@ impl Engine {
         let health = health::stored(&setup.store, n_devices)?;
         let gpus = MockLoad(setup.load);
         let mut engine = Engine {
-            core: Core::new(setup.devices.clone(), setup.policy),
+            core: Core::new(setup.devices.clone(), setup.policy)
+                .allowing_mig_policy(setup.config.mig.allow_policy),
             store: setup.store,
             registry: setup.registry,
             devices: setup.devices,
@@ -502,6 +540,7 @@ impl Engine {
             kill_after_store: std::env::var("GPU_AGENT_TEST_KILL_AFTER_STORE").ok(),
             hang_on: std::env::var("GPU_AGENT_TEST_HANG_ON").ok(),
             telemetry: setup.telemetry,
+            mig: mig_apply::MigChanges::default(),
         };
         let now_unix = engine.time.unix_now();
         for task in &stored {
@@ -528,6 +567,7 @@ impl Engine {
                     self.timers.peek().map(|(at, ())| at),
                     self.exec.modelled.next_end(),
                     self.overruns.peek().map(|(at, _)| at),
+                    self.mig.next_deadline(),
                 ]
                 .into_iter()
                 .flatten()
@@ -578,6 +618,7 @@ impl Engine {
                 self.apply(actions, round);
             }
         }
+        self.mig_timeouts(round);
         let mut timer = false;
         while self.timers.pop_due(now).is_some() {
             timer = true;

@@ -58,6 +58,12 @@ impl Engine {
             Request::Release { reply, .. } => {
                 round.reply(reply, Err(stopping("the stop releases every adopted task")));
             }
+            Request::ApplyMig { reply, .. } => {
+                round.reply(reply, Err(stopping("no MIG layout was changed")));
+            }
+            Request::CancelMig { reply, .. } => {
+                round.reply(reply, Err(stopping("the change goes on at the next start")));
+            }
             // Answered after the first stop's effects.
             Request::Stop { reply } => round.answer(reply, ()),
             // Reads, and the ends of processes kept on a stop.
@@ -157,6 +163,19 @@ impl Engine {
                 let result = self.release(&id, round);
                 round.reply(reply, result);
             }
+            Request::ApplyMig {
+                targets,
+                options,
+                reply,
+            } => {
+                let result = self.apply_mig(targets, options, round);
+                round.reply(reply, result);
+            }
+            Request::CancelMig { gpu, reply } => {
+                let result = self.cancel_mig(gpu, round);
+                round.reply(reply, result);
+            }
+            Request::MakeMigLayout { gpu } => self.make_mig_layout(gpu, round),
             Request::LaunchFailed { key, reason } => {
                 if self.running.contains_key(&key) {
                     self.finish(key, Err(reason), round);

@@ -1,0 +1,528 @@
+//! MIG layout changes in the daemon (mig.md §6.3): `ApplyMigConfig` and a
+//! policy's `Decision::MigLayout` start them, the core drains the GPU, and
+//! the engine does the NVML work once the core says the GPU is idle.
+//!
+//! Per GPU the change goes `draining` → `applying` → `stable`, or ends
+//! `failed` (a drain that timed out, a layout the driver refused) or
+//! `reset-required` (a mode change that needs a GPU reset the agent cannot
+//! do). Each state is stored (meta `mig.<gpu>`: state, message, target and
+//! old layout) in the round that reaches it, before the round answers or
+//! touches the GPU, and announced with `MigChanged`.
+//!
+//! The NVML sequence: destroy the compute instances, then the GPU instances;
+//! set the mode if it differs, resetting the GPU when the mode stays pending
+//! (the backend's reset, else `[mig] reset_command`); create each GPU
+//! instance at its placement with one full-size compute instance; read the
+//! instances back and compare. A failure tries the old layout once: the
+//! GPU's devices come back if that works, else they stay offline.
+
+use std::time::Instant;
+
+use gpu_agent_backend::{BackendError, GpuInstance};
+use gpu_agent_core::placement::{Instance, Layout, Request as Placed};
+use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
+use gpu_agent_dbus::AgentError;
+
+use super::{Engine, Notice, Round};
+use crate::store::Op;
+
+/// A change under way: the GPU's devices take no work; tasks still run.
+const DRAINING: &str = "draining";
+/// The GPU is idle; the engine changes it.
+const APPLYING: &str = "applying";
+/// The layout is as asked (or the change was cancelled).
+pub const STABLE: &str = "stable";
+/// The mode change waits for a GPU reset the agent could not do.
+const RESET_REQUIRED: &str = "reset-required";
+/// The change failed.
+const FAILED: &str = "failed";
+
+/// Where GPU `gpu`'s MIG change is stored.
+fn meta_key(gpu: u32) -> String {
+    format!("mig.{gpu}")
+}
+
+/// `3g.20gb@0, 3g.20gb@4`, or `MIG off`.
+fn describe(layout: &[Instance]) -> String {
+    if layout.is_empty() {
+        return "MIG off".into();
+    }
+    let names: Vec<String> = layout.iter().map(Instance::to_string).collect();
+    names.join(", ")
+}
+
+/// What `ApplyMigConfig` asks of one GPU, checked against its model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MigTarget {
+    /// The GPU.
+    pub gpu: u32,
+    /// Its layout, placed (empty: MIG off).
+    pub layout: Layout,
+}
+
+/// `ApplyMigConfig`'s options.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MigOptions {
+    /// Wait for running tasks, or refuse.
+    pub on_busy: OnBusy,
+    /// Seconds a drain may take (0: no limit).
+    pub timeout_s: f64,
+}
+
+/// One GPU's change, as the engine follows it.
+struct UnderWay {
+    target: Layout,
+    /// The layout and mode before, for a rollback.
+    old: Layout,
+    old_enabled: bool,
+    began: Instant,
+    drained_at: Option<Instant>,
+}
+
+/// The engine's MIG changes.
+#[derive(Default)]
+pub(super) struct MigChanges {
+    under_way: std::collections::BTreeMap<u32, UnderWay>,
+    /// Drain deadlines (model time), by GPU.
+    deadlines: gpu_agent_core::agenda::Agenda<u32>,
+    /// The drain limit of the changes `ApplyMigConfig` is beginning.
+    timeout_s: f64,
+}
+
+impl MigChanges {
+    /// The earliest drain deadline, model time.
+    pub(super) fn next_deadline(&self) -> Option<f64> {
+        self.deadlines.peek().map(|(at, _)| at)
+    }
+}
+
+/// Why the NVML sequence stopped.
+enum Unmade {
+    /// The mode waits for a reset the agent could not do.
+    ResetRequired(String),
+    /// Anything else.
+    Failed(String),
+}
+
+impl std::fmt::Display for Unmade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unmade::ResetRequired(why) | Unmade::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<BackendError> for Unmade {
+    fn from(e: BackendError) -> Self {
+        Unmade::Failed(e.to_string())
+    }
+}
+
+impl Engine {
+    /// `ApplyMigConfig`: begins a change on each GPU of `targets` whose
+    /// layout differs; returns those GPUs. Everything is checked before
+    /// anything begins: a refusal changes nothing.
+    pub(super) fn apply_mig(
+        &mut self,
+        targets: Vec<MigTarget>,
+        options: MigOptions,
+        round: &mut Round,
+    ) -> Result<Vec<u32>, AgentError> {
+        for t in &targets {
+            if let Some(change) = self.core.mig_change(t.gpu) {
+                return Err(AgentError::Busy(format!(
+                    "GPU {}'s MIG layout is already changing ({}) to {}",
+                    t.gpu,
+                    change.phase,
+                    describe(&change.target)
+                )));
+            }
+            if options.on_busy == OnBusy::Refuse {
+                if let Some(why) = self.mig_busy(t.gpu) {
+                    return Err(AgentError::Busy(format!(
+                        "GPU {} {why} (on_busy = refuse)",
+                        t.gpu
+                    )));
+                }
+            }
+        }
+        let now = self.time.model_now();
+        let mut changing = Vec::new();
+        self.mig.timeout_s = options.timeout_s;
+        for t in targets {
+            let requests: Vec<Placed> = t
+                .layout
+                .iter()
+                .map(|i| Placed {
+                    profile: i.profile,
+                    start: Some(i.start),
+                })
+                .collect();
+            let actions = self
+                .decide(|core| core.begin_mig_change(now, t.gpu, &requests, options.on_busy))
+                .map_err(|e| match e {
+                    RepartitionError::NoSuchGpu(_) => AgentError::NoSuchDevice(e.to_string()),
+                    RepartitionError::NotMigCapable { .. } => {
+                        AgentError::NotSupported(e.to_string())
+                    }
+                    RepartitionError::Layout { .. } => AgentError::InvalidArgument(e.to_string()),
+                    _ => AgentError::Busy(e.to_string()),
+                })?;
+            if !actions.is_empty() {
+                changing.push(t.gpu);
+            }
+            self.apply(actions, round);
+        }
+        self.mig.timeout_s = 0.0;
+        Ok(changing)
+    }
+
+    /// `CancelMigChange`: abandons GPU `gpu`'s drain; its devices take work
+    /// again and its layout stays as it was.
+    pub(super) fn cancel_mig(&mut self, gpu: u32, round: &mut Round) -> Result<(), AgentError> {
+        let now = self.time.model_now();
+        let actions = self
+            .decide(|core| core.cancel_mig_change(now, gpu))
+            .map_err(|e| match e {
+                RepartitionError::NoChange(_) => AgentError::InvalidArgument(e.to_string()),
+                _ => AgentError::Busy(format!("{e}: it can no longer be cancelled")),
+            })?;
+        self.mig.under_way.remove(&gpu);
+        self.apply(actions, round);
+        self.mig_state(
+            gpu,
+            STABLE,
+            "cancelled; the layout is unchanged".into(),
+            round,
+        );
+        Ok(())
+    }
+
+    /// Why GPU `gpu` is busy (a task running or queued there), if it is.
+    fn mig_busy(&self, gpu: u32) -> Option<String> {
+        if let Some(&task) = self.core.mig_drain_waits_for(gpu).first() {
+            return Some(format!("runs task {}", self.core.task(task).id));
+        }
+        self.core.devices_of_gpu(gpu).into_iter().find_map(|d| {
+            let task = *self.core.local_queue(d).first()?;
+            Some(format!(
+                "has task {} queued on device {d}",
+                self.core.task(task).id
+            ))
+        })
+    }
+
+    /// The core began a change of GPU `gpu` to `target` (`MigDraining`).
+    pub(super) fn mig_draining(&mut self, gpu: u32, target: Layout, round: &mut Round) {
+        let (old_enabled, old) = self.read_layout(gpu).unwrap_or_else(|e| {
+            log::warn!("GPU {gpu}: cannot read the MIG layout before a change: {e}");
+            (false, Vec::new())
+        });
+        if self.mig.timeout_s > 0.0 {
+            let at = self.time.model_now() + self.mig.timeout_s * self.time.scale();
+            self.mig.deadlines.push(at, gpu);
+        }
+        let waits: Vec<String> = self
+            .core
+            .mig_drain_waits_for(gpu)
+            .into_iter()
+            .map(|k| self.core.task(k).id.to_string())
+            .collect();
+        let message = if waits.is_empty() {
+            format!("to {}", describe(&target))
+        } else {
+            format!(
+                "to {}; waiting for task(s) {}",
+                describe(&target),
+                waits.join(", ")
+            )
+        };
+        log::info!("GPU {gpu}: MIG layout change {message}");
+        self.mig.under_way.insert(
+            gpu,
+            UnderWay {
+                target,
+                old,
+                old_enabled,
+                began: Instant::now(),
+                drained_at: None,
+            },
+        );
+        self.mig_state(gpu, DRAINING, message, round);
+    }
+
+    /// GPU `gpu` is drained (`ApplyMigLayout`): the change is stored as
+    /// applying, and made at the start of the next round.
+    pub(super) fn mig_drained(&mut self, gpu: u32, round: &mut Round) {
+        let message = match self.mig.under_way.get_mut(&gpu) {
+            Some(u) => {
+                u.drained_at = Some(Instant::now());
+                format!("to {}", describe(&u.target))
+            }
+            None => String::new(),
+        };
+        self.mig_state(gpu, APPLYING, message, round);
+        self.deferred.push(super::Request::MakeMigLayout { gpu });
+    }
+
+    /// Fails the drains whose time is up: their devices take work again.
+    pub(super) fn mig_timeouts(&mut self, round: &mut Round) {
+        let now = self.time.model_now();
+        while let Some((_, gpu)) = self.mig.deadlines.pop_due(now) {
+            if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Draining) {
+                continue;
+            }
+            let waits: Vec<String> = self
+                .core
+                .mig_drain_waits_for(gpu)
+                .into_iter()
+                .map(|k| self.core.task(k).id.to_string())
+                .collect();
+            let actions = self
+                .decide(|core| core.cancel_mig_change(now, gpu))
+                .expect("a draining change can be cancelled");
+            self.mig.under_way.remove(&gpu);
+            self.apply(actions, round);
+            let message = format!(
+                "the drain timed out with task(s) {} still running; the layout is unchanged",
+                waits.join(", ")
+            );
+            log::warn!("GPU {gpu}: MIG change failed: {message}");
+            self.mig_state(gpu, FAILED, message, round);
+        }
+    }
+
+    /// Makes GPU `gpu`'s new layout on the backend and tells the core how it
+    /// went.
+    pub(super) fn make_mig_layout(&mut self, gpu: u32, round: &mut Round) {
+        let Some(u) = self.mig.under_way.remove(&gpu) else {
+            return;
+        };
+        let now = self.time.model_now();
+        let made = Instant::now();
+        let outcome = self
+            .processes_on(gpu)
+            .and_then(|()| self.make(gpu, !u.target.is_empty(), &u.target));
+        match outcome {
+            Ok(()) => {
+                let done = self
+                    .decide(|core| core.mig_applied(now, gpu))
+                    .expect("the core asked for this layout");
+                self.layout_applied(gpu, &done, round);
+                self.apply(done.actions.clone(), round);
+                self.devices_online(&done.devices, round);
+                let drain = u.drained_at.map_or(0.0, |d| (d - u.began).as_secs_f64());
+                let message = format!(
+                    "{} (drain {drain:.3} s, apply {:.3} s)",
+                    describe(&u.target),
+                    made.elapsed().as_secs_f64()
+                );
+                log::info!("GPU {gpu}: MIG layout is now {message}");
+                self.mig_state(gpu, STABLE, message, round);
+            }
+            Err(unmade) => {
+                let (state, why) = match unmade {
+                    Unmade::ResetRequired(why) => (RESET_REQUIRED, why),
+                    Unmade::Failed(why) => (FAILED, why),
+                };
+                let restored = self.make(gpu, u.old_enabled, &u.old);
+                let message = match &restored {
+                    Ok(()) => format!("{why}; the previous layout ({}) is back", describe(&u.old)),
+                    Err(Unmade::ResetRequired(e) | Unmade::Failed(e)) => format!(
+                        "{why}; restoring the previous layout ({}) failed too ({e}): the GPU stays offline",
+                        describe(&u.old)
+                    ),
+                };
+                log::error!(
+                    "GPU {gpu}: MIG change to {} failed: {message}",
+                    describe(&u.target)
+                );
+                let restored = restored.is_ok();
+                let actions = self
+                    .decide(|core| core.mig_failed(now, gpu, restored))
+                    .expect("the core asked for this layout");
+                if restored {
+                    // The instances were made again: new UUIDs.
+                    let same = gpu_agent_core::scheduler::Repartition {
+                        devices: self.core.devices_of_gpu(gpu),
+                        retired: Vec::new(),
+                        actions: Vec::new(),
+                    };
+                    self.layout_applied(gpu, &same, round);
+                }
+                self.apply(actions, round);
+                self.mig_state(gpu, state, message, round);
+            }
+        }
+    }
+
+    /// Refuses a GPU where processes the agent did not start run.
+    fn processes_on(&self, gpu: u32) -> Result<(), Unmade> {
+        let foreign = self.backend.processes(gpu)?;
+        if foreign.is_empty() {
+            return Ok(());
+        }
+        let pids: Vec<String> = foreign.iter().map(|p| p.pid.to_string()).collect();
+        Err(Unmade::Failed(format!(
+            "processes the agent did not start use GPU {gpu} (pid {})",
+            pids.join(", ")
+        )))
+    }
+
+    /// GPU `gpu`'s MIG mode and layout on the backend.
+    fn read_layout(&self, gpu: u32) -> Result<(bool, Layout), Unmade> {
+        let Some(table) = self
+            .core
+            .devices()
+            .nth(gpu as usize)
+            .and_then(|d| d.model.mig)
+        else {
+            return Ok((false, Vec::new()));
+        };
+        let enabled = self.backend.mig_mode(gpu)?.is_some_and(|m| m.current);
+        if !enabled {
+            return Ok((false, Vec::new()));
+        }
+        let mut layout = Vec::new();
+        for gi in self.backend.gpu_instances(gpu)? {
+            let profile = table.profile(gi.profile_id).ok_or_else(|| {
+                Unmade::Failed(format!(
+                    "GPU instance {} has profile id {}, unknown to the catalogue",
+                    gi.id, gi.profile_id
+                ))
+            })?;
+            layout.push(Instance {
+                profile,
+                start: gi.placement.start,
+            });
+        }
+        layout.sort();
+        Ok((true, layout))
+    }
+
+    /// The NVML sequence: GPU `gpu` in MIG mode `enabled` with `layout`.
+    fn make(&self, gpu: u32, enabled: bool, layout: &[Instance]) -> Result<(), Unmade> {
+        let b = &*self.backend;
+        let Some(mode) = b.mig_mode(gpu)? else {
+            return if enabled {
+                Err(Unmade::Failed(format!("GPU {gpu} has no MIG mode")))
+            } else {
+                Ok(())
+            };
+        };
+        if mode.current {
+            for gi in b.gpu_instances(gpu)? {
+                for ci in b.compute_instances(gpu, gi.id)? {
+                    b.destroy_compute_instance(gpu, gi.id, ci.id)?;
+                }
+                b.destroy_gpu_instance(gpu, gi.id)?;
+            }
+        }
+        if mode.current != enabled || mode.pending != enabled {
+            b.set_mig_mode(gpu, enabled)?;
+            if b.mig_mode(gpu)?.is_some_and(|m| m.current != enabled) {
+                self.reset(gpu)?;
+                if b.mig_mode(gpu)?.is_some_and(|m| m.current != enabled) {
+                    return Err(Unmade::ResetRequired(format!(
+                        "GPU {gpu}: MIG mode still pending after the reset"
+                    )));
+                }
+            }
+        }
+        if !enabled {
+            return Ok(());
+        }
+        for i in layout {
+            let gi: GpuInstance = b.create_gpu_instance(gpu, i.profile.id, i.start)?;
+            let full = b
+                .compute_instance_profiles(gpu, gi.id)?
+                .into_iter()
+                .max_by_key(|p| p.slice_count)
+                .ok_or_else(|| {
+                    Unmade::Failed(format!(
+                        "GPU {gpu}: GPU instance {} ({i}) offers no compute instance",
+                        gi.id
+                    ))
+                })?;
+            b.create_compute_instance(gpu, gi.id, full.id)?;
+        }
+        let (_, made) = self.read_layout(gpu)?;
+        let mut asked = layout.to_vec();
+        asked.sort();
+        if made != asked {
+            return Err(Unmade::Failed(format!(
+                "GPU {gpu} reads back as {}, not {}",
+                describe(&made),
+                describe(&asked)
+            )));
+        }
+        for gi in b.gpu_instances(gpu)? {
+            let n = b.compute_instances(gpu, gi.id)?.len();
+            if n != 1 {
+                return Err(Unmade::Failed(format!(
+                    "GPU {gpu}: GPU instance {} reads back with {n} compute instances, not 1",
+                    gi.id
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resets GPU `gpu` so that its pending MIG mode takes effect: the
+    /// backend's reset where it has one (the mock), else `[mig]
+    /// reset_command`.
+    fn reset(&self, gpu: u32) -> Result<(), Unmade> {
+        match self.backend.reset_gpu(gpu) {
+            Ok(()) => return Ok(()),
+            Err(BackendError::NotSupported { .. }) => {}
+            Err(e) => return Err(Unmade::ResetRequired(e.to_string())),
+        }
+        let command = &self.config.mig.reset_command;
+        let Some((program, args)) = command.split_first() else {
+            return Err(Unmade::ResetRequired(
+                "the MIG mode change needs a GPU reset, and [mig] reset_command is empty".into(),
+            ));
+        };
+        let bus_id = self.backend.device_info(gpu)?.pci_bus_id;
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{bus_id}", &bus_id))
+            .collect();
+        log::info!("GPU {gpu}: resetting: {program} {}", args.join(" "));
+        let out = std::process::Command::new(program)
+            .args(&args)
+            .output()
+            .map_err(|e| Unmade::ResetRequired(format!("cannot run {program}: {e}")))?;
+        if !out.status.success() {
+            return Err(Unmade::ResetRequired(format!(
+                "{program} {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
+    fn mig_state(&mut self, gpu: u32, state: &str, message: String, round: &mut Round) {
+        let (target, old) = match self.mig.under_way.get(&gpu) {
+            Some(u) => (describe(&u.target), describe(&u.old)),
+            None => (String::new(), String::new()),
+        };
+        let record = serde_json::json!({
+            "state": state,
+            "message": message,
+            "target": target,
+            "old": old,
+        });
+        round
+            .ops
+            .push(Op::SetMeta(meta_key(gpu), record.to_string()));
+        round.notice(Notice::MigChanged {
+            gpu,
+            state: state.into(),
+            message,
+        });
+    }
+}

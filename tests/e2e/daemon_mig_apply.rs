@@ -1,0 +1,305 @@
+//! MIG layout changes through the real binaries (mig.md §6.2, §6.3):
+//! `ApplyMigConfig` on the mock host (GPUs 0 and 1 A100-SXM4-40GB, 2 a V100,
+//! 3 a T4) drains a GPU while tasks run and gives it its new layout, or
+//! refuses with a named error and changes nothing; `CancelMigChange` and a
+//! drain's timeout leave the layout as it was.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use gpu_agent_dbus::{Dict, MigLayout, TaskStatus};
+use zbus::zvariant::{OwnedValue, Value};
+
+use crate::daemon::{dbus_error, gpuctl, spec, wait_for, Daemon};
+use crate::harness::write;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn options(pairs: &[(&str, Value<'_>)]) -> Dict {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), OwnedValue::try_from(v.clone()).unwrap()))
+        .collect::<HashMap<_, _>>()
+}
+
+/// A v1 file with one configuration `a` of `entries` (YAML list items).
+fn config(entries: &str) -> String {
+    format!("version: v1\nmig-configs:\n  a:\n{entries}")
+}
+
+const SPLIT_0: &str =
+    "    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
+
+fn apply(d: &Daemon, yaml: &str, opts: Dict) -> zbus::Result<Vec<u32>> {
+    let proxy = d.proxy();
+    let yaml = yaml.to_string();
+    d.block_on(async move { proxy.apply_mig_config(&yaml, "", opts).await })
+}
+
+fn layout(d: &Daemon, gpu: u32) -> MigLayout {
+    let proxy = d.proxy();
+    let dict = d
+        .block_on(async move { proxy.get_mig_layout(gpu).await })
+        .expect("GetMigLayout");
+    MigLayout::from_dict(&dict).expect("a MIG layout")
+}
+
+fn export(d: &Daemon) -> String {
+    let proxy = d.proxy();
+    d.block_on(async move { proxy.export_mig_config("").await })
+        .expect("ExportMigConfig")
+}
+
+fn instances(l: &MigLayout) -> Vec<String> {
+    l.instances
+        .iter()
+        .map(|i| format!("{}@{}", i.profile, i.start))
+        .collect()
+}
+
+/// Waits until GPU `gpu`'s change settles; returns its layout.
+fn settled(d: &Daemon, gpu: u32) -> MigLayout {
+    wait_for(&format!("GPU {gpu}'s MIG change to settle"), LIMIT, || {
+        let l = layout(d, gpu);
+        (l.state != "draining" && l.state != "applying").then_some(l)
+    })
+}
+
+#[test]
+fn daemon_mig_apply_waits_for_running_tasks_and_new_instances_take_work() {
+    let d = Daemon::start();
+    // Four long tasks occupy every device, two more wait.
+    let ids: Vec<String> = (0..6)
+        .map(|_| d.submit(&spec(150.0, 1.0, 1e6, 1.0)).unwrap())
+        .collect();
+    let first = d.wait_state(&ids[0], TaskStatus::Running, LIMIT);
+    assert_eq!(first.devices, vec![0]);
+    let began = Instant::now();
+    assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
+    let draining = layout(&d, 0);
+    assert_eq!(draining.state, "draining");
+    assert!(
+        draining
+            .message
+            .contains(&format!("waiting for task(s) {}", ids[0])),
+        "{}",
+        draining.message
+    );
+    // A second change while this one drains: Busy.
+    let (name, message) = dbus_error(apply(&d, &config(SPLIT_0), Dict::new()));
+    assert_eq!(name, "org.gpuagent.Agent1.Error.Busy");
+    assert!(
+        message.starts_with("GPU 0's MIG layout is already changing (draining)"),
+        "{message}"
+    );
+    let done = settled(&d, 0);
+    let took = began.elapsed();
+    assert_eq!(done.state, "stable", "{}", done.message);
+    assert!(done.enabled);
+    assert_eq!(instances(&done), ["3g.20gb@0", "3g.20gb@4"]);
+    println!(
+        "drain + apply of GPU 0 took {:.3} s on the wall (task of 1.5 s at time scale 100); the daemon says: {}",
+        took.as_secs_f64(),
+        done.message
+    );
+    // The task on GPU 0 ran to its end: nothing was interrupted or lost.
+    let ended = d.wait_all_ended(LIMIT);
+    assert_eq!(ended.len(), 6);
+    for t in &ended {
+        assert_eq!(t.state, TaskStatus::Succeeded, "{} {:?}", t.id, t.reason);
+    }
+    // The new instances (flat indices 4 and 5) take tasks: four of 17 GB
+    // take GPUs 1 and 2 and both instances (not the T4's 16 GB).
+    let ids: Vec<String> = (0..4)
+        .map(|_| d.submit(&spec(100.0, 17.0, 1e6, 1.0)).unwrap())
+        .collect();
+    let mut used: Vec<u32> = ids
+        .iter()
+        .flat_map(|id| d.wait_state(id, TaskStatus::Succeeded, LIMIT).devices)
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    assert!(used.contains(&4) && used.contains(&5), "{used:?}");
+    assert!(!used.contains(&0), "{used:?}");
+    // The same configuration again: nothing to change.
+    assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![]));
+}
+
+#[test]
+fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
+    let d = Daemon::start();
+    let before = export(&d);
+    let id = d.submit(&spec(300.0, 1.0, 1e6, 1.0)).unwrap();
+    let running = d.wait_state(&id, TaskStatus::Running, LIMIT);
+    assert_eq!(running.devices, vec![0]);
+    let refuse = || options(&[("on_busy", Value::from("refuse"))]);
+    let busy = format!("GPU 0 runs task {id} (on_busy = refuse)");
+    let cases: Vec<(String, Dict, &str, &str)> = vec![
+        (config(SPLIT_0), refuse(), "Busy", &busy),
+        (
+            config("    - devices: [1]\n      mig-enabled: true\n      mig-devices: {\"3g.40gb\": 1}\n"),
+            Dict::new(),
+            "InvalidArgument",
+            "line 6, column 32: mig-configs.a[0].mig-devices: 3g.40gb is not a profile of A100-SXM4-40GB (GPU 1)",
+        ),
+        (
+            config("    - devices: [1]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 3}\n"),
+            Dict::new(),
+            "InvalidArgument",
+            "mig-devices",
+        ),
+        (
+            config("    - devices: [2]\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 1}\n"),
+            Dict::new(),
+            "NotSupported",
+            "line 5, column 20: mig-configs.a[0].mig-enabled: GPU 2 (V100-SXM2-32GB) is not MIG-capable",
+        ),
+        (
+            config("    - devices: [1]\n      mig-enabled: true\n      mig-devices: {}\n"),
+            Dict::new(),
+            "NotSupported",
+            "GPU 1: MIG on with no instance",
+        ),
+        (
+            config("    - devices: [7]\n      mig-enabled: false\n"),
+            Dict::new(),
+            "NoSuchDevice",
+            "GPU 7: no such GPU on this host",
+        ),
+        (
+            "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: tru\n".into(),
+            Dict::new(),
+            "InvalidArgument",
+            "line 5, column 20: mig-configs.a[0].mig-enabled: ",
+        ),
+        (
+            config(SPLIT_0),
+            options(&[("on_busy", Value::from("later"))]),
+            "InvalidArgument",
+            "option on_busy: expected \"wait\" or \"refuse\"",
+        ),
+        (
+            config(SPLIT_0),
+            options(&[("retries", Value::from(3u32))]),
+            "InvalidArgument",
+            "unknown option \"retries\"",
+        ),
+    ];
+    for (yaml, opts, name, wanted) in cases {
+        let (got, message) = dbus_error(apply(&d, &yaml, opts));
+        assert_eq!(
+            got,
+            format!("org.gpuagent.Agent1.Error.{name}"),
+            "{message}"
+        );
+        assert!(message.contains(wanted), "{message}\nwanted {wanted}");
+    }
+    // Nothing changed: the layouts, the task, the devices.
+    assert_eq!(export(&d), before);
+    for gpu in [0, 1] {
+        assert_eq!(layout(&d, gpu).state, "stable");
+    }
+    assert_eq!(d.task(&id).state, TaskStatus::Running);
+    let proxy = d.proxy();
+    let (name, message) = dbus_error(d.block_on(async move { proxy.cancel_mig_change(0).await }));
+    assert_eq!(name, "org.gpuagent.Agent1.Error.InvalidArgument");
+    assert_eq!(message, "GPU 0 has no MIG layout change under way");
+}
+
+#[test]
+fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
+    let d = Daemon::start();
+    let before = export(&d);
+    let id = d.submit(&spec(1000.0, 1.0, 1e6, 1.0)).unwrap();
+    assert_eq!(
+        d.wait_state(&id, TaskStatus::Running, LIMIT).devices,
+        vec![0]
+    );
+    assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
+    assert_eq!(layout(&d, 0).state, "draining");
+    // GPU 0 takes no new task while it drains.
+    let other = d.submit(&spec(10.0, 1.0, 1e6, 1.0)).unwrap();
+    assert_ne!(
+        d.wait_state(&other, TaskStatus::Succeeded, LIMIT).devices,
+        vec![0]
+    );
+    let proxy = d.proxy();
+    d.block_on(async move { proxy.cancel_mig_change(0).await })
+        .expect("CancelMigChange");
+    let l = layout(&d, 0);
+    assert_eq!(
+        (l.state.as_str(), l.message.as_str()),
+        ("stable", "cancelled; the layout is unchanged")
+    );
+    assert_eq!(export(&d), before);
+
+    // A drain limited to 0.5 s with the task still running: failed, named.
+    let opts = options(&[("timeout_s", Value::from(0.5))]);
+    assert_eq!(apply(&d, &config(SPLIT_0), opts), Ok(vec![0]));
+    let l = settled(&d, 0);
+    assert_eq!(l.state, "failed");
+    assert_eq!(
+        l.message,
+        format!("the drain timed out with task(s) {id} still running; the layout is unchanged")
+    );
+    assert_eq!(export(&d), before);
+    // GPU 0 takes work again: the next task queues behind the running one.
+    assert_eq!(d.task(&id).state, TaskStatus::Running);
+}
+
+#[test]
+fn daemon_mig_apply_through_gpuctl_follows_the_change() {
+    let d = Daemon::start();
+    let work = tempfile::tempdir().unwrap();
+    let file = write(work.path(), "mig.yaml", &config(SPLIT_0));
+    let out = gpuctl(&d, &["mig", "apply", "-f", &file, "-c", "a", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let states: Vec<&str> = steps.iter().map(|s| s["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["draining", "applying", "stable"], "{stdout}");
+    assert!(steps.iter().all(|s| s["gpu"] == 0));
+    assert!(
+        steps[2]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("3g.20gb@0, 3g.20gb@4 (drain "),
+        "{stdout}"
+    );
+    // Again: nothing to do.
+    let out = gpuctl(&d, &["mig", "apply", "-f", &file]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the GPUs are already as configuration a asks\n"
+    );
+    // MIG off again while the instances run tasks, with refuse: exit 1,
+    // the error named, the layout kept. Tasks of 17 GB fit GPUs 1 and 2 and
+    // the instances 4 and 5, not the T4: four of them take all four.
+    let ids: Vec<String> = (0..4)
+        .map(|_| d.submit(&spec(1000.0, 17.0, 1e6, 1.0)).unwrap())
+        .collect();
+    let mut used: Vec<u32> = ids
+        .iter()
+        .flat_map(|id| d.wait_state(id, TaskStatus::Running, LIMIT).devices)
+        .collect();
+    used.sort_unstable();
+    assert_eq!(used, [1, 2, 4, 5]);
+    let off = write(
+        work.path(),
+        "off.yaml",
+        &config("    - devices: [0]\n      mig-enabled: false\n"),
+    );
+    let out = gpuctl(&d, &["mig", "apply", "-f", &off, "--on-busy", "refuse"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("org.gpuagent.Agent1.Error.Busy"), "{err}");
+    assert_eq!(instances(&layout(&d, 0)), ["3g.20gb@0", "3g.20gb@4"]);
+}
