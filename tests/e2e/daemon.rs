@@ -99,6 +99,10 @@ pub struct Settings {
     pub config: Option<String>,
     /// Extra environment of the daemon (test hooks).
     pub env: Vec<(String, String)>,
+    /// The text of the `--mock` host file (`None`: the bundled
+    /// `examples/host.toml`); a test may rewrite it ([`Daemon::host_path`])
+    /// before a restart.
+    pub host: Option<String>,
 }
 
 impl Default for Settings {
@@ -107,6 +111,7 @@ impl Default for Settings {
             time_scale: 100.0,
             config: None,
             env: Vec::new(),
+            host: None,
         }
     }
 }
@@ -188,6 +193,14 @@ impl Daemon {
             .map(|_| self.scratch.path().join("agent.toml"))
     }
 
+    /// The `--mock` host file the daemon starts on.
+    pub fn host_path(&self) -> PathBuf {
+        match &self.settings.host {
+            Some(_) => self.scratch.path().join("host.toml"),
+            None => host_file(),
+        }
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("the daemon is running").id()
@@ -211,9 +224,13 @@ impl Daemon {
             std::fs::write(&file, text).expect("write agent.toml");
             command.arg("--config").arg(file);
         }
+        let host = self.host_path();
+        if let (Some(text), false) = (&self.settings.host, host.exists()) {
+            std::fs::write(&host, text).expect("write the host file");
+        }
         let child = command
             .arg("--mock")
-            .arg(host_file())
+            .arg(host)
             .arg("--session")
             .arg("--time-scale")
             .arg(self.settings.time_scale.to_string())

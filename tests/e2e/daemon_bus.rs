@@ -168,9 +168,13 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
                 ".MemClockMhz",
                 ".MemoryGb",
                 ".MigEnabled",
+                ".MigPlacement",
+                ".MigProfile",
                 ".Name",
                 ".Online",
+                ".Parent",
                 ".PowerW",
+                ".Schedulable",
                 ".Speed",
                 ".Utilization",
                 ".Uuid",
@@ -195,6 +199,14 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
             row(".Speed", "property", "d", &speed.to_string(), "const")
         );
         assert_eq!(get(".MigEnabled").3, "false");
+        assert_eq!(
+            get(".Parent"),
+            row(".Parent", "property", "u", &i.to_string(), "const")
+        );
+        assert_eq!(get(".MigProfile").3, "\"\"");
+        // busctl introspect shows no struct value.
+        assert_eq!(get(".MigPlacement").2, "(uu)");
+        assert_eq!(get(".Schedulable").3, "true");
         assert_eq!(get(".CurrentTask").3, "\"\"");
         assert_eq!(
             get(".Online"),
@@ -282,7 +294,11 @@ fn daemon_get_managed_objects_lists_the_four_devices() {
         let names: Vec<&String> = ifaces.as_object().unwrap().keys().collect();
         assert_eq!(names, vec!["org.gpuagent.Device1"]);
         let props = json_dict(&ifaces["org.gpuagent.Device1"]);
-        assert_eq!(props.len(), 14, "{props:?}");
+        assert_eq!(props.len(), 18, "{props:?}");
+        assert_eq!(props["Schedulable"], ("b".into(), json!(true)));
+        assert_eq!(props["Parent"], ("u".into(), json!(i)));
+        assert_eq!(props["MigProfile"], ("s".into(), json!("")));
+        assert_eq!(props["MigPlacement"], ("(uu)".into(), json!([0, 0])));
         assert_eq!(props["Index"], ("u".into(), json!(i)));
         assert_eq!(props["Name"], ("s".into(), json!(name)));
         assert_eq!(props["MemoryGb"], ("d".into(), json!(memory)));

@@ -6,6 +6,7 @@
 //! call. GPUs are addressed by NVML index.
 
 mod error;
+mod instances;
 pub mod mock;
 pub mod nvml;
 mod snapshot;
@@ -18,6 +19,7 @@ mod conformance;
 use std::time::Duration;
 
 pub use error::{optional, BackendError, On, Result};
+pub use instances::create_instance;
 pub use snapshot::Snapshot;
 pub use types::*;
 

@@ -28,8 +28,12 @@ pub struct StatusArgs {
 /// List the schedulable devices with their live readings, health and
 /// running task; or take a GPU offline or bring it back.
 ///
-/// One row per GPU or MIG instance the daemon schedules on. `-`: the device
-/// does not report that reading. HEALTH is `ok`; `lost` (the GPU fell off
+/// One row per GPU and per MIG instance. A GPU split into MIG instances
+/// (MIG `on`, HEALTH `mig`) runs nothing itself: its instances are devices
+/// of their own, indexed after every GPU, their MIG column saying where
+/// they lie (`1/mig/3g.20gb@4`: GPU 1, profile 3g.20gb from memory slice 4);
+/// a task on one sees it in `CUDA_VISIBLE_DEVICES` as `MIG-…`. `-`: the
+/// device does not report that reading. HEALTH is `ok`; `lost` (the GPU fell off
 /// the bus) or `xid N: what` (a critical XID error): it went offline, its
 /// running task failed (or was queued again with `requeue`), and it takes
 /// no work until an admin brings it back with `gpuctl devices online GPU`;
@@ -257,10 +261,10 @@ pub fn status(args: StatusArgs) -> Result<()> {
             version: client.call(agent.version()).await?,
             backend: client.call(agent.backend()).await?,
             policy: client.call(agent.policy()).await?,
-            devices: devices.len(),
+            devices: devices.iter().filter(|d| d.schedulable).count(),
             offline: devices
                 .iter()
-                .filter(|d| !d.online)
+                .filter(|d| d.schedulable && !d.online)
                 .map(|d| d.index)
                 .collect(),
             tasks: Counts::of(&tasks),
@@ -342,6 +346,18 @@ pub fn devices(args: DevicesArgs) -> Result<()> {
     Ok(())
 }
 
+/// What the MIG column says: a GPU's mode, or where an instance lies
+/// (`1/mig/3g.20gb@4`: GPU 1, profile 3g.20gb at memory slice 4).
+fn mig_column(d: &DeviceStatus) -> String {
+    if !d.mig_profile.is_empty() {
+        format!("{}/mig/{}@{}", d.parent, d.mig_profile, d.mig_placement.0)
+    } else if d.mig_enabled {
+        "on".into()
+    } else {
+        "off".into()
+    }
+}
+
 /// The devices as a table, one row each.
 fn devices_table(devices: &[DeviceStatus]) -> String {
     use Align::{Left, Right};
@@ -374,7 +390,7 @@ fn devices_table(devices: &[DeviceStatus]) -> String {
             units::power(d.power_w),
             units::energy(d.energy_j),
             units::percent(d.utilization),
-            if d.mig_enabled { "on" } else { "off" }.into(),
+            mig_column(d),
             d.health.clone(),
             if d.current_task.is_empty() {
                 "-".into()
@@ -607,6 +623,10 @@ mod tests {
             current_task: "t42".into(),
             online: true,
             health: "ok".into(),
+            schedulable: true,
+            parent: index,
+            mig_profile: String::new(),
+            mig_placement: (0, 0),
         }
     }
 
@@ -627,6 +647,22 @@ mod tests {
             health: "lost".into(),
             ..device(10)
         };
+        let instance = DeviceStatus {
+            name: "NVIDIA A100-SXM4-40GB MIG 3g.20gb".into(),
+            memory_gb: 19.5,
+            speed: 3.0 / 7.0,
+            mig_enabled: true,
+            parent: 0,
+            mig_profile: "3g.20gb".into(),
+            mig_placement: (4, 4),
+            utilization: f64::NAN,
+            ..device(12)
+        };
+        assert_eq!(
+            devices_table(&[instance]),
+            "INDEX  NAME                                MEMORY  SPEED         CLOCKS    POWER    ENERGY  UTIL  MIG              HEALTH  TASK\n\
+             \x20  12  NVIDIA A100-SXM4-40GB MIG 3g.20gb  19.5 GB   0.43  1410/1215 MHz  250.3 W  12.35 kJ     -  0/mig/3g.20gb@4  ok      t42\n"
+        );
         assert_eq!(
             devices_table(&[device(0), unread]),
             "INDEX  NAME                    MEMORY  SPEED         CLOCKS    POWER    ENERGY  UTIL  MIG  HEALTH  TASK\n\

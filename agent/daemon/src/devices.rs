@@ -1,31 +1,54 @@
-//! The device objects' readings: built from the backend at start, refreshed
-//! every second, with `PropertiesChanged` for what changed.
+//! The device objects: one per GPU and per MIG instance, their readings
+//! built from the backend when served, refreshed every second, with
+//! `PropertiesChanged` for what changed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zbus::object_server::InterfaceRef;
+use zbus::{object_server::InterfaceRef, Connection};
 
+use super::layout::Target;
 use super::service::DeviceObject;
 use gpu_agent_backend::{ClockDomain, GpuBackend};
-use gpu_agent_core::host::DeviceSpec;
-use gpu_agent_dbus::DeviceStatus;
+use gpu_agent_core::host::{DeviceSpec, Partition};
+use gpu_agent_dbus::{device_path, mig_device_path, DeviceStatus};
+
+/// Bytes per GiB.
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// How often readings are refreshed.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
-/// A device's properties as the backend reports them now.
-pub fn read(backend: &dyn GpuBackend, spec: &DeviceSpec, current_task: String) -> DeviceStatus {
-    let gpu = spec.index;
+/// The object path of a device (`None`: a retired MIG instance, which has
+/// none).
+pub fn object_path(spec: &DeviceSpec) -> Option<String> {
+    match &spec.partition {
+        Partition::Whole | Partition::Split { .. } => Some(device_path(spec.index)),
+        Partition::Mig(slot) => Some(mig_device_path(slot.parent, slot.start)),
+        Partition::Retired(_) => None,
+    }
+}
+
+/// A device's properties as the backend reports them now. A MIG instance
+/// shows its GPU's name, clocks and MIG mode, its own UUID and memory (from
+/// the backend), and its compute-slice share of its GPU's power and energy
+/// (mig.md §6.1); NVML reports no utilisation under MIG, nor does it.
+pub fn read(
+    backend: &dyn GpuBackend,
+    spec: &DeviceSpec,
+    target: &Target,
+    current_task: String,
+) -> DeviceStatus {
+    let gpu = target.gpu;
     let warn = |what: &str, e: gpu_agent_backend::BackendError| {
-        log::debug!("device {gpu}: cannot read {what}: {e}");
+        log::debug!("device {}: cannot read {what}: {e}", spec.index);
     };
-    let info = backend.device_info(gpu);
-    let (uuid, name) = match info {
-        Ok(i) => (i.uuid, i.name),
+    let name = match backend.device_info(gpu) {
+        Ok(i) => i.name,
         Err(e) => {
             warn("identity", e);
-            (String::new(), spec.model.nvml_name.to_string())
+            spec.model.nvml_name.to_string()
         }
     };
     let clock = |domain| {
@@ -36,11 +59,19 @@ pub fn read(backend: &dyn GpuBackend, spec: &DeviceSpec, current_task: String) -
             .and_then(|c| c.current)
             .unwrap_or(0)
     };
+    let mig = spec.mig();
+    let share = Target::energy_share(spec);
+    let health = crate::engine::health_of_partition(spec);
     DeviceStatus {
-        index: gpu,
-        uuid,
-        name,
-        memory_gb: spec.memory_gb,
+        index: spec.index,
+        uuid: target.uuid.clone(),
+        name: match mig {
+            Some(slot) => format!("{name} MIG {}", slot.profile.name),
+            None => name,
+        },
+        memory_gb: target
+            .mig
+            .map_or(spec.memory_gb, |m| m.memory_bytes as f64 / GIB),
         speed: spec.speed,
         core_clock_mhz: clock(ClockDomain::Core),
         mem_clock_mhz: clock(ClockDomain::Memory),
@@ -48,45 +79,106 @@ pub fn read(backend: &dyn GpuBackend, spec: &DeviceSpec, current_task: String) -
             .power_usage_mw(gpu)
             .ok()
             .flatten()
-            .map_or(f64::NAN, |mw| f64::from(mw) / 1000.0),
+            .map_or(f64::NAN, |mw| f64::from(mw) / 1000.0 * share),
         energy_j: backend
             .energy_mj(gpu)
             .ok()
             .flatten()
-            .map_or(f64::NAN, |mj| mj as f64 / 1000.0),
-        utilization: backend
-            .utilization(gpu)
-            .ok()
-            .flatten()
-            .map_or(f64::NAN, |u| f64::from(u.gpu_pct) / 100.0),
+            .map_or(f64::NAN, |mj| mj as f64 / 1000.0 * share),
+        utilization: match mig {
+            Some(_) => f64::NAN,
+            None => backend
+                .utilization(gpu)
+                .ok()
+                .flatten()
+                .map_or(f64::NAN, |u| f64::from(u.gpu_pct) / 100.0),
+        },
         mig_enabled: backend
             .mig_mode(gpu)
             .ok()
             .flatten()
             .is_some_and(|m| m.current),
         current_task,
-        online: true,
-        health: crate::engine::HEALTH_OK.into(),
+        online: health == crate::engine::HEALTH_OK,
+        health: health.into(),
+        schedulable: spec.schedulable(),
+        parent: mig.map_or(spec.index, |m| m.parent),
+        mig_profile: mig.map_or_else(String::new, |m| m.profile.name.to_string()),
+        mig_placement: mig.map_or((0, 0), |m| (m.start, m.profile.placement_size)),
     }
 }
 
+/// A device's object, with what its readings are read from.
+#[derive(Clone)]
+pub struct Served {
+    /// The device.
+    pub spec: DeviceSpec,
+    /// Where it runs.
+    pub target: Target,
+    /// Its object.
+    pub object: InterfaceRef<DeviceObject>,
+}
+
+/// The served device objects by index: the pump adds and withdraws MIG
+/// instances' as layouts change, the sampler refreshes them all.
+pub type Objects = Arc<tokio::sync::RwLock<BTreeMap<u32, Served>>>;
+
+/// Serves `spec`'s object on `conn` (nothing for a retired instance).
+pub async fn serve(
+    conn: &Connection,
+    backend: &Arc<dyn GpuBackend>,
+    spec: DeviceSpec,
+    target: Target,
+) -> zbus::Result<Option<Served>> {
+    let Some(path) = object_path(&spec) else {
+        return Ok(None);
+    };
+    let status = {
+        let (backend, spec, target) = (backend.clone(), spec.clone(), target.clone());
+        tokio::task::spawn_blocking(move || read(&*backend, &spec, &target, String::new()))
+            .await
+            .expect("a reading does not panic")
+    };
+    conn.object_server()
+        .at(path.as_str(), DeviceObject { status })
+        .await?;
+    let object = conn
+        .object_server()
+        .interface::<_, DeviceObject>(path.as_str())
+        .await?;
+    Ok(Some(Served {
+        spec,
+        target,
+        object,
+    }))
+}
+
+/// Withdraws `spec`'s object from `conn`.
+pub async fn withdraw(conn: &Connection, spec: &DeviceSpec) -> zbus::Result<()> {
+    if let Some(path) = object_path(spec) {
+        conn.object_server()
+            .remove::<DeviceObject, _>(path.as_str())
+            .await?;
+    }
+    Ok(())
+}
+
 /// Refreshes every device object forever.
-pub async fn sample(
-    backend: Arc<dyn GpuBackend>,
-    specs: Vec<DeviceSpec>,
-    objects: Vec<InterfaceRef<DeviceObject>>,
-) {
+pub async fn sample(backend: Arc<dyn GpuBackend>, objects: Objects) {
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        for (spec, object) in specs.iter().zip(&objects) {
-            let (backend, owned) = (backend.clone(), spec.clone());
-            let fresh = tokio::task::spawn_blocking(move || read(&*backend, &owned, String::new()))
-                .await
-                .expect("a reading does not panic");
-            if let Err(e) = update(object, fresh).await {
-                log::debug!("device {}: cannot signal changes: {e}", spec.index);
+        let served: Vec<Served> = objects.read().await.values().cloned().collect();
+        for s in served {
+            let backend = backend.clone();
+            let (spec, target) = (s.spec.clone(), s.target.clone());
+            let fresh =
+                tokio::task::spawn_blocking(move || read(&*backend, &spec, &target, String::new()))
+                    .await
+                    .expect("a reading does not panic");
+            if let Err(e) = update(&s.object, fresh).await {
+                log::debug!("device {}: cannot signal changes: {e}", s.spec.index);
             }
         }
     }
@@ -97,14 +189,15 @@ async fn update(object: &InterfaceRef<DeviceObject>, fresh: DeviceStatus) -> zbu
     let emitter = object.signal_emitter();
     let mut dev = object.get_mut().await;
     let old = dev.status.clone();
-    // Identity, memory and speed are constant; the task and the health
-    // come from the engine.
+    // Identity, memory and speed are constant; the task, the health and
+    // whether it is schedulable come from the engine.
     dev.status = DeviceStatus {
         uuid: old.uuid.clone(),
         name: old.name.clone(),
         current_task: old.current_task.clone(),
         online: old.online,
         health: old.health.clone(),
+        schedulable: old.schedulable,
         ..fresh
     };
     let new = dev.status.clone();
@@ -159,6 +252,20 @@ pub async fn set_health(
     if dev.status.health != health {
         dev.status.health = health;
         dev.health_changed(emitter).await?;
+    }
+    Ok(())
+}
+
+/// Sets whether a device can take work at all (a GPU split or made whole
+/// again) and signals it.
+pub async fn set_schedulable(
+    object: &InterfaceRef<DeviceObject>,
+    schedulable: bool,
+) -> zbus::Result<()> {
+    let mut dev = object.get_mut().await;
+    if dev.status.schedulable != schedulable {
+        dev.status.schedulable = schedulable;
+        dev.schedulable_changed(object.signal_emitter()).await?;
     }
     Ok(())
 }

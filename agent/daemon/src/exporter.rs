@@ -123,7 +123,8 @@ pub fn render(
         None,
     );
     for spec in specs {
-        let status = devices::read(backend, spec, String::new());
+        let target = crate::layout::Target::read(backend, spec);
+        let status = devices::read(backend, spec, &target, String::new());
         let uuid = match uuids.get(spec.index as usize) {
             Some(known) if status.uuid.is_empty() => known.clone(),
             _ => status.uuid.clone(),

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod exec;
 pub mod exporter;
 pub mod health;
+pub mod layout;
 pub mod mig;
 pub mod policy_params;
 pub mod service;
@@ -38,9 +39,10 @@ use gpu_agent_core::{
     catalogue,
     host::{DeviceSpec, Partition},
 };
-use gpu_agent_dbus::{device_path, parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
+use gpu_agent_dbus::{parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
 use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
+use layout::Target;
 use mig::MigView;
 use service::{AgentService, DeviceObject};
 use store::{Store, StoreError};
@@ -113,13 +115,24 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let cfg = &options.config;
     let time = Timebase::new(cfg.time_scale).ok_or(DaemonError::TimeScale(cfg.time_scale))?;
     type Backends = (Arc<dyn GpuBackend>, Option<Arc<MockBackend>>);
-    let ((backend, mock), devices, backend_name): (Backends, _, _) = match &cfg.mock {
+    let ((backend, mock), gpus, backend_name): (Backends, _, _) = match &cfg.mock {
         Some(file) => {
             let host = gpu_agent_sim::input::host::load(file)?;
             let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
+            // The GPUs as the file describes them; their layouts are read
+            // back from the mock like any GPU's.
+            let gpus = host
+                .devices
+                .into_iter()
+                .filter(|d| d.mig().is_none())
+                .map(|d| DeviceSpec {
+                    partition: Partition::Whole,
+                    ..d
+                })
+                .collect();
             (
                 (mock.clone(), Some(mock)),
-                host.devices,
+                gpus,
                 format!("mock:{}", file.display()),
             )
         }
@@ -134,7 +147,15 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         Some(file) => gpu_agent_sim::input::apps::load(file)?,
         None => AppLibrary::default(),
     };
-    let store = Store::open(&cfg.state_dir)?;
+    let mut store = Store::open(&cfg.state_dir)?;
+    let n_gpus = gpus.len() as u32;
+    let (devices, to_store) =
+        layout::discover(&*backend, gpus, store.meta(layout::META_KEY)?.as_deref())?;
+    if let Some(text) = to_store {
+        store.write(&[store::Op::SetMeta(layout::META_KEY.into(), text)])?;
+        store.sync()?;
+    }
+    let targets: Vec<Target> = devices.iter().map(|d| Target::read(&*backend, d)).collect();
     let registry = options.source.plugins(cfg, &options.plugin_dir)?;
     for failure in &registry.failures {
         log::warn!("plugin skipped: {failure}");
@@ -211,18 +232,20 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     if let Some(mock) = &mock {
         let control = health::MockControl::new(
             mock.clone(),
-            devices.len() as u32,
+            n_gpus,
             auth::Auth::new(nix::unistd::getuid().as_raw()),
         );
         builder = builder
             .serve_at(AGENT_PATH, Strict::new(control))
             .map_err(bus_error)?;
     }
-    for spec in &devices {
-        let status = devices::read(&*backend, spec, String::new());
-        builder = builder
-            .serve_at(device_path(spec.index), DeviceObject { status })
-            .map_err(bus_error)?;
+    for (spec, target) in devices.iter().zip(&targets) {
+        if let Some(path) = devices::object_path(spec) {
+            let status = devices::read(&*backend, spec, target, String::new());
+            builder = builder
+                .serve_at(path, DeviceObject { status })
+                .map_err(bus_error)?;
+        }
     }
     let conn = builder
         .name(BUS_NAME)
@@ -235,6 +258,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let engine_thread = Engine::start(
         Setup {
             devices: devices.clone(),
+            targets: targets.clone(),
             backend: backend.clone(),
             load,
             store,
@@ -255,9 +279,17 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     let stop_events = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = health::watch(backend.clone(), engine.clone(), stop_events.clone())
         .map_err(|e| DaemonError::Engine(EngineError::Thread(e)))?;
-    let objects = device_objects(&conn, &devices).await.map_err(bus_error)?;
+    let objects = device_objects(&conn, &devices, &targets)
+        .await
+        .map_err(bus_error)?;
     let agent = agent_object(&conn).await.map_err(bus_error)?;
-    let pump = tokio::spawn(pump_notices(agent, objects.clone(), notice_rx));
+    let pump = tokio::spawn(pump_notices(
+        conn.clone(),
+        backend.clone(),
+        agent,
+        objects.clone(),
+        notice_rx,
+    ));
     let metrics = metrics_listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             log::info!("serving Prometheus metrics at http://{addr}/metrics");
@@ -265,12 +297,16 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         tokio::spawn(exporter::serve(
             listener,
             backend.clone(),
-            devices.clone(),
+            devices
+                .iter()
+                .filter(|d| d.mig().is_none())
+                .cloned()
+                .collect(),
             engine.clone(),
             telemetry,
         ))
     });
-    let sampler = tokio::spawn(devices::sample(backend, devices, objects));
+    let sampler = tokio::spawn(devices::sample(backend, objects));
     let watchdog = supervise::ready(engine.clone());
     log::info!("serving {BUS_NAME} on the {bus_name} bus");
     let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
@@ -393,19 +429,30 @@ fn choose_policy(
     Err(last_error.expect("fifo was tried"))
 }
 
+/// The device objects as served (a retired MIG instance has none).
 async fn device_objects(
     conn: &Connection,
     devices: &[DeviceSpec],
-) -> zbus::Result<Vec<InterfaceRef<DeviceObject>>> {
-    let mut objects = Vec::new();
-    for spec in devices {
-        objects.push(
-            conn.object_server()
-                .interface::<_, DeviceObject>(device_path(spec.index))
-                .await?,
-        );
+    targets: &[Target],
+) -> zbus::Result<devices::Objects> {
+    let mut objects = std::collections::BTreeMap::new();
+    for (spec, target) in devices.iter().zip(targets) {
+        if let Some(path) = devices::object_path(spec) {
+            let object = conn
+                .object_server()
+                .interface::<_, DeviceObject>(path)
+                .await?;
+            objects.insert(
+                spec.index,
+                devices::Served {
+                    spec: spec.clone(),
+                    target: target.clone(),
+                    object,
+                },
+            );
+        }
     }
-    Ok(objects)
+    Ok(Arc::new(tokio::sync::RwLock::new(objects)))
 }
 
 /// The agent object as served (its signals and properties go out through it).
@@ -415,10 +462,13 @@ async fn agent_object(conn: &Connection) -> zbus::Result<InterfaceRef<Strict<Age
         .await
 }
 
-/// Turns the engine's notices into signals and property changes.
+/// Turns the engine's notices into signals, property changes and, as MIG
+/// layouts change, device objects served and withdrawn.
 async fn pump_notices(
+    conn: Connection,
+    backend: Arc<dyn GpuBackend>,
     agent: InterfaceRef<Strict<AgentService>>,
-    objects: Vec<InterfaceRef<DeviceObject>>,
+    objects: devices::Objects,
     mut notices: UnboundedReceiver<Notice>,
 ) {
     while let Some(notice) = notices.recv().await {
@@ -426,16 +476,16 @@ async fn pump_notices(
             Notice::TaskChanged { id, state } => {
                 AgentService::task_changed(agent.signal_emitter(), &id, state.as_str()).await
             }
-            Notice::CurrentTask { device, task } => match objects.get(device as usize) {
-                Some(object) => devices::set_current_task(object, task).await,
+            Notice::CurrentTask { device, task } => match objects.read().await.get(&device) {
+                Some(s) => devices::set_current_task(&s.object, task).await,
                 None => Ok(()),
             },
             Notice::DeviceHealth {
                 device,
                 online,
                 health,
-            } => match objects.get(device as usize) {
-                Some(object) => devices::set_health(object, online, health).await,
+            } => match objects.read().await.get(&device) {
+                Some(s) => devices::set_health(&s.object, online, health).await,
                 None => Ok(()),
             },
             Notice::MigChanged {
@@ -449,6 +499,11 @@ async fn pump_notices(
                     .record_mig_state(gpu, state.clone(), message.clone());
                 AgentService::mig_changed(agent.signal_emitter(), gpu, &state, &message).await
             }
+            Notice::DevicesChanged {
+                gpu,
+                added,
+                retired,
+            } => relayout(&conn, &backend, &objects, gpu, added, retired).await,
             Notice::Policy { name, parameters } => {
                 let agent_ref = agent.get().await;
                 agent_ref.record_policy(name, parameters_to_dict(&parameters));
@@ -463,6 +518,35 @@ async fn pump_notices(
             log::warn!("cannot signal a change: {e}");
         }
     }
+}
+
+/// Serves the objects of a GPU's new MIG instances and withdraws the
+/// retired ones' (first: a new instance may take a retired one's path).
+async fn relayout(
+    conn: &Connection,
+    backend: &Arc<dyn GpuBackend>,
+    objects: &devices::Objects,
+    gpu: DeviceSpec,
+    added: Vec<(DeviceSpec, layout::Target)>,
+    retired: Vec<DeviceSpec>,
+) -> zbus::Result<()> {
+    let mut objects = objects.write().await;
+    for spec in retired {
+        if let Some(old) = objects.remove(&spec.index) {
+            devices::withdraw(conn, &old.spec).await?;
+        }
+    }
+    for (spec, target) in added {
+        let index = spec.index;
+        if let Some(served) = devices::serve(conn, backend, spec, target).await? {
+            objects.insert(index, served);
+        }
+    }
+    if let Some(s) = objects.get_mut(&gpu.index) {
+        devices::set_schedulable(&s.object, gpu.schedulable()).await?;
+        s.spec = gpu;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

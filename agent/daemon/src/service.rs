@@ -593,9 +593,31 @@ impl DeviceObject {
     async fn online(&self) -> bool {
         self.status.online
     }
-    /// `ok`, `drained`, `lost` or `xid N: what`.
+    /// `ok`, `drained`, `lost`, `xid N: what`, `mig` or `retired`.
     #[zbus(property)]
     async fn health(&self) -> String {
         self.status.health.clone()
+    }
+    /// Whether it can take work at all (a GPU split into MIG instances
+    /// cannot; its instances can).
+    #[zbus(property)]
+    async fn schedulable(&self) -> bool {
+        self.status.schedulable
+    }
+    /// A MIG instance's GPU; a GPU's own index.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn parent(&self) -> u32 {
+        self.status.parent
+    }
+    /// A MIG instance's GPU-instance profile; `""` for a GPU.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn mig_profile(&self) -> String {
+        self.status.mig_profile.clone()
+    }
+    /// A MIG instance's (first memory slice, memory slices); `(0, 0)` for a
+    /// GPU.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn mig_placement(&self) -> (u32, u32) {
+        self.status.mig_placement
     }
 }

@@ -33,6 +33,11 @@ fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
     let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
     let setup = Setup {
         devices: host.devices.clone(),
+        targets: host
+            .devices
+            .iter()
+            .map(|d| super::layout::Target::read(&*mock, d))
+            .collect(),
         backend: mock.clone(),
         load: Some(mock.clone()),
         store: Store::open(dir).unwrap(),
@@ -93,7 +98,13 @@ async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<
     let client = connection::Builder::unix_stream(theirs).p2p().build();
     let (server, client) = tokio::try_join!(server, client).unwrap();
     let agent = super::agent_object(&server).await.unwrap();
-    tokio::spawn(super::pump_notices(agent, Vec::new(), notice_rx));
+    tokio::spawn(super::pump_notices(
+        server.clone(),
+        mock.clone(),
+        agent,
+        Default::default(),
+        notice_rx,
+    ));
     let proxy = Agent1Proxy::builder(&client)
         .destination(BUS_NAME)
         .unwrap()

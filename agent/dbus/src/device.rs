@@ -7,9 +7,9 @@ use super::task::{owned, Dict};
 /// Every property of one `org.gpuagent.Device1` object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceStatus {
-    /// Device index.
+    /// Device index: GPUs 0.., then MIG instances (never reused).
     pub index: u32,
-    /// GPU UUID.
+    /// `GPU-…`, or a MIG instance's `MIG-…` (`CUDA_VISIBLE_DEVICES`).
     pub uuid: String,
     /// Product name.
     pub name: String,
@@ -34,9 +34,20 @@ pub struct DeviceStatus {
     /// Whether it takes work: false after a failure or an admin's drain,
     /// until an admin brings it back.
     pub online: bool,
-    /// `ok`, `drained` (by an admin), `lost` (fell off the bus), or
-    /// `xid N: what` (a critical XID error).
+    /// `ok`, `drained` (by an admin), `lost` (fell off the bus),
+    /// `xid N: what` (a critical XID error), `mig` (a GPU split into MIG
+    /// instances) or `retired` (a MIG instance a layout change removed).
     pub health: String,
+    /// Whether it can take work at all: a whole GPU or a MIG instance; not
+    /// a GPU split into MIG instances.
+    pub schedulable: bool,
+    /// A MIG instance's GPU; a GPU's own index.
+    pub parent: u32,
+    /// A MIG instance's GPU-instance profile (`3g.20gb`); `""` for a GPU.
+    pub mig_profile: String,
+    /// A MIG instance's placement (first memory slice, slices); `(0, 0)`
+    /// for a GPU.
+    pub mig_placement: (u32, u32),
 }
 
 impl DeviceStatus {
@@ -57,6 +68,10 @@ impl DeviceStatus {
             ("CurrentTask".into(), owned(self.current_task.as_str())),
             ("Online".into(), owned(self.online)),
             ("Health".into(), owned(self.health.as_str())),
+            ("Schedulable".into(), owned(self.schedulable)),
+            ("Parent".into(), owned(self.parent)),
+            ("MigProfile".into(), owned(self.mig_profile.as_str())),
+            ("MigPlacement".into(), owned(self.mig_placement)),
         ])
     }
 
@@ -87,6 +102,16 @@ impl DeviceStatus {
             current_task: get::<&str>(d, "CurrentTask")?.into(),
             online: get(d, "Online")?,
             health: get::<&str>(d, "Health")?.into(),
+            schedulable: get(d, "Schedulable")?,
+            parent: get(d, "Parent")?,
+            mig_profile: get::<&str>(d, "MigProfile")?.into(),
+            mig_placement: {
+                let v = d
+                    .get("MigPlacement")
+                    .ok_or("device without property MigPlacement")?;
+                <(u32, u32)>::try_from(v.try_clone().map_err(|e| e.to_string())?)
+                    .map_err(|_| "device property MigPlacement has the wrong type")?
+            },
         })
     }
 }

@@ -38,9 +38,16 @@ pub const DEVICE_INTERFACE: &str = "org.gpuagent.Device1";
 /// The most tasks one `ListTasksPage` answer holds.
 pub const TASK_PAGE_MAX: u32 = 10_000;
 
-/// The object path of schedulable device `index`.
+/// The object path of physical GPU `index`.
 pub fn device_path(index: u32) -> String {
     format!("{AGENT_PATH}/gpu/{index}")
+}
+
+/// The object path of the MIG device of GPU `gpu` whose GPU instance starts
+/// at memory slice `start` (mig.md §6.1: unique and stable, whatever ids the
+/// driver gives).
+pub fn mig_device_path(gpu: u32, start: u32) -> String {
+    format!("{AGENT_PATH}/gpu/{gpu}/mig/{start}")
 }
 
 /// The errors the daemon answers with, named `org.gpuagent.Agent1.Error.<Name>`.
@@ -161,7 +168,8 @@ pub trait Agent1 {
     fn backend(&self) -> zbus::Result<String>;
 }
 
-/// One schedulable device (`org.gpuagent.Device1` at [`device_path`]).
+/// One device (`org.gpuagent.Device1` at [`device_path`], or
+/// [`mig_device_path`] for a MIG instance).
 #[proxy(
     interface = "org.gpuagent.Device1",
     default_service = "org.gpuagent.Agent1"
@@ -208,9 +216,22 @@ pub trait Device1 {
     #[zbus(property)]
     fn online(&self) -> zbus::Result<bool>;
 
-    /// `ok`, `drained`, `lost` or `xid N: what`.
+    /// `ok`, `drained`, `lost`, `xid N: what`, `mig` or `retired`.
     #[zbus(property)]
     fn health(&self) -> zbus::Result<String>;
+
+    /// Whether it can take work at all (not a GPU split into MIG instances).
+    #[zbus(property)]
+    fn schedulable(&self) -> zbus::Result<bool>;
+    /// A MIG instance's GPU; a GPU's own index.
+    #[zbus(property)]
+    fn parent(&self) -> zbus::Result<u32>;
+    /// A MIG instance's profile, `""` for a GPU.
+    #[zbus(property)]
+    fn mig_profile(&self) -> zbus::Result<String>;
+    /// A MIG instance's (first memory slice, slices); `(0, 0)` for a GPU.
+    #[zbus(property)]
+    fn mig_placement(&self) -> zbus::Result<(u32, u32)>;
 }
 
 /// The tasks a client asks `ListTasksPage` for at a time.

@@ -207,8 +207,21 @@ fn device_and_metrics_round_trip() {
         current_task: "".into(),
         online: false,
         health: "xid 79: GPU has fallen off the bus".into(),
+        schedulable: true,
+        parent: 3,
+        mig_profile: "".into(),
+        mig_placement: (0, 0),
     };
     assert_eq!(DeviceStatus::from_dict(&dev.to_dict()).unwrap(), dev);
+    let mig = DeviceStatus {
+        index: 9,
+        uuid: "MIG-y".into(),
+        parent: 1,
+        mig_profile: "3g.20gb".into(),
+        mig_placement: (4, 4),
+        ..dev
+    };
+    assert_eq!(DeviceStatus::from_dict(&mig.to_dict()).unwrap(), mig);
     let m = gpu_agent_core::metrics::Metrics {
         policy: "fifo".into(),
         tasks: 3,

@@ -26,7 +26,7 @@ use super::{
     GpuInstanceProfile, GpuProcess, MemoryInfo, MigDevice, MigMode, ModelledLoad, On, Placement,
     PowerLimits, Result, SupportedClocks, Utilization,
 };
-use gpu_agent_core::host::Host;
+use gpu_agent_core::host::{Host, Partition};
 
 /// Bytes per GB of device memory (NVIDIA's "GB" are GiB: an A100 40GB has 40960 MiB).
 const BYTES_PER_GB: f64 = (1u64 << 30) as f64;
@@ -46,18 +46,22 @@ struct State {
 }
 
 impl MockBackend {
-    /// One mock GPU per device of `host`, all idle, MIG off, controls at defaults.
+    /// One mock GPU per physical GPU of `host`, all idle, controls at
+    /// defaults; MIG off, except on a GPU the host splits into MIG instances
+    /// (`mig = [...]`, formats.md §2): MIG on there, with those instances
+    /// (one full-size compute instance each), as after an admin made them.
     pub fn new(host: &Host, clock: Arc<dyn Clock>) -> MockBackend {
         let now = clock.now();
         let gpus = host
             .devices
             .iter()
+            .filter(|d| d.mig().is_none())
             .map(|d| {
                 let bytes = (d.memory_gb * BYTES_PER_GB).round() as u64;
                 MockGpu::new(d.model, bytes, uuid("GPU", &[u64::from(d.index)]), now)
             })
             .collect();
-        MockBackend {
+        let mock = MockBackend {
             state: Mutex::new(State {
                 gpus,
                 faults: Faults::default(),
@@ -66,7 +70,20 @@ impl MockBackend {
             }),
             event_ready: Condvar::new(),
             clock,
+        };
+        for d in &host.devices {
+            if let Partition::Split { .. } = d.partition {
+                mock.set_mig_mode(d.index, true)
+                    .and_then(|_| mock.reset_gpu(d.index))
+                    .expect("an idle MIG-capable mock GPU turns MIG on");
+            }
+            if let Some(slot) = d.mig().filter(|_| d.schedulable()) {
+                crate::create_instance(&mock, slot.parent, slot.profile.id, slot.start)
+                    .expect("a host file's layout was checked against the placements");
+            }
         }
+        mock.lock().calls = CallLog::default();
+        mock
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -222,7 +222,7 @@ impl Engine {
         let energy_at_start = info
             .devices
             .iter()
-            .map(|&d| self.backend.energy_mj(d).ok().flatten())
+            .map(|&d| self.energy_counter(d))
             .collect();
         round.ops.push(Op::put(info.clone()));
         let now = self.time.model_now();

@@ -16,6 +16,7 @@ use gpu_agent_backend::ModelledLoad;
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::{AppModel, TaskKey};
 
+use crate::layout::{self as targets, Targets};
 use crate::store::Op;
 
 /// What starting a run needs.
@@ -69,23 +70,27 @@ pub(super) trait Executor {
 }
 
 /// The load runs put on GPUs that model it (the mock), so that those draw the
-/// power the task would; nothing on real GPUs.
+/// power the task would; nothing on real GPUs. A run on a MIG instance is a
+/// process in its compute instance on its GPU.
 #[derive(Clone)]
-pub(super) struct MockLoad(pub Option<Arc<dyn ModelledLoad>>);
+pub(super) struct MockLoad(pub Option<Arc<dyn ModelledLoad>>, pub Targets);
 
 impl MockLoad {
     /// Shows process `pid` of `task` on each of its devices.
     pub fn start(&self, pid: u32, task: &TaskInfo, app: &AppModel) {
         let Some(mock) = &self.0 else { return };
         for &d in &task.devices {
+            let Some(target) = targets::get(&self.1, d) else {
+                continue;
+            };
             let process = MockProcess {
                 pid,
                 used_bytes: (task.spec.mem_gb * 1e9) as u64,
                 app: app.clone(),
-                mig: None,
+                mig: target.mig.map(|m| (m.gpu_instance, m.compute_instance)),
             };
-            if let Err(e) = mock.start_process(d, process) {
-                log::warn!("mock GPU {d}: {e}");
+            if let Err(e) = mock.start_process(target.gpu, process) {
+                log::warn!("mock GPU {} (device {d}): {e}", target.gpu);
             }
         }
     }
@@ -94,8 +99,11 @@ impl MockLoad {
     pub fn end(&self, pid: u32, devices: &[u32]) {
         let Some(mock) = &self.0 else { return };
         for &d in devices {
-            if let Err(e) = mock.end_process(d, pid) {
-                log::warn!("mock GPU {d}: {e}");
+            let Some(target) = targets::get(&self.1, d) else {
+                continue;
+            };
+            if let Err(e) = mock.end_process(target.gpu, pid) {
+                log::warn!("mock GPU {} (device {d}): {e}", target.gpu);
             }
         }
     }

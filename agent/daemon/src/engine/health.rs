@@ -17,6 +17,7 @@
 
 use gpu_agent_backend::xid::{self, Verdict};
 use gpu_agent_backend::DeviceEvent;
+use gpu_agent_core::host::{DeviceSpec, Partition};
 use gpu_agent_core::Input;
 use gpu_agent_dbus::AgentError;
 
@@ -27,16 +28,36 @@ use crate::store::{Op, Store, StoreError};
 pub const OK: &str = "ok";
 /// The health of a device an admin drained.
 pub const DRAINED: &str = "drained";
+/// The health of a GPU split into MIG instances: it runs nothing itself.
+pub const SPLIT: &str = "mig";
+/// The health of a MIG instance a layout change removed.
+pub const RETIRED: &str = "retired";
 
 /// Where a device's health is stored.
 fn meta_key(gpu: u32) -> String {
     format!("health.{gpu}")
 }
 
-/// Each of `devices` devices' stored health (`ok` when none was stored).
-pub(super) fn stored(store: &Store, devices: usize) -> Result<Vec<String>, StoreError> {
-    (0..devices as u32)
-        .map(|gpu| Ok(store.meta(&meta_key(gpu))?.unwrap_or_else(|| OK.into())))
+/// The health a device takes no placement for by its partition (not
+/// stored: it follows the layout): `mig` for a split GPU, `retired` for a
+/// retired MIG instance, else `ok`.
+pub fn of_partition(spec: &DeviceSpec) -> &'static str {
+    match spec.partition {
+        Partition::Split { .. } => SPLIT,
+        Partition::Retired(_) => RETIRED,
+        Partition::Whole | Partition::Mig(_) => OK,
+    }
+}
+
+/// Each device's health: what was stored for a schedulable one (`ok` when
+/// none was), its partition's for the others.
+pub(super) fn stored(store: &Store, devices: &[DeviceSpec]) -> Result<Vec<String>, StoreError> {
+    devices
+        .iter()
+        .map(|d| match of_partition(d) {
+            OK => Ok(store.meta(&meta_key(d.index))?.unwrap_or_else(|| OK.into())),
+            other => Ok(other.into()),
+        })
         .collect()
 }
 
@@ -47,7 +68,7 @@ impl Engine {
         let now = self.time.model_now();
         for (gpu, h) in health.iter().enumerate() {
             let gpu = gpu as u32;
-            if h != OK {
+            if ![OK, SPLIT, RETIRED].contains(&h.as_str()) {
                 log::warn!(
                     "GPU {gpu} stays offline ({h}), as before the restart; `gpuctl devices online {gpu}` brings it back"
                 );
@@ -72,7 +93,25 @@ impl Engine {
     pub(super) fn device_event(&mut self, event: DeviceEvent, round: &mut Round) {
         match xid::verdict(event.kind) {
             Verdict::Online(why) => log::warn!("GPU {}: {why}", event.gpu),
-            Verdict::Offline(health) => self.take_offline(event.gpu, health, true, round),
+            Verdict::Offline(health) => {
+                // A split GPU's failure is its instances'.
+                let instances: Vec<u32> = self
+                    .devices
+                    .iter()
+                    .filter(|d| d.schedulable() && d.mig().is_some_and(|m| m.parent == event.gpu))
+                    .map(|d| d.index)
+                    .collect();
+                for d in instances {
+                    self.take_offline(d, health.clone(), true, round);
+                }
+                if self
+                    .health
+                    .get(event.gpu as usize)
+                    .is_some_and(|h| h != SPLIT)
+                {
+                    self.take_offline(event.gpu, health, true, round)
+                }
+            }
         }
     }
 
@@ -89,6 +128,17 @@ impl Engine {
                 self.health.len()
             )));
         };
+        if [SPLIT, RETIRED].contains(&health.as_str()) {
+            return Err(AgentError::NotSupported(format!(
+                "device {gpu} takes no work ({}); {}",
+                if health == SPLIT {
+                    "its GPU is split into MIG instances"
+                } else {
+                    "a MIG layout change retired it"
+                },
+                "its GPU's MIG devices do (gpuctl devices)"
+            )));
+        }
         if !online {
             self.take_offline(gpu, DRAINED.into(), false, round);
             return Ok(());
@@ -97,7 +147,8 @@ impl Engine {
             return Ok(());
         }
         let was = health.clone();
-        self.backend.device_info(gpu).map_err(|e| {
+        let probe = self.target(gpu).map_or(gpu, |t| t.gpu);
+        self.backend.device_info(probe).map_err(|e| {
             AgentError::Failed(format!(
                 "GPU {gpu} stays offline ({was}): it does not answer: {e}"
             ))

@@ -126,7 +126,11 @@ impl Engine {
                         id: id.clone(),
                         state: TaskStatus::Running,
                     });
-                    let clocks_set = clocks != Clocks::DEFAULT;
+                    // Clocks belong to a physical GPU: a MIG instance's
+                    // are its siblings' too, and never set (the core offers
+                    // instances the default point only).
+                    let clocks_set =
+                        clocks != Clocks::DEFAULT && devices.iter().all(|&d| self.is_whole(d));
                     for &d in &devices {
                         round.notice(Notice::CurrentTask {
                             device: d,
@@ -205,6 +209,8 @@ impl Engine {
     /// unlocks the clocks the run set, clears each device's current task, and
     /// returns the energy the devices used since `energy_at_start` (mJ, the
     /// counters read at the start), `None` where a counter could not be read.
+    /// A MIG instance is charged its share of its GPU's counter
+    /// (`Engine::energy_share`).
     pub(super) fn free_devices(
         &self,
         devices: &[u32],
@@ -215,9 +221,12 @@ impl Engine {
         let mut energy_mj = Some(0u64);
         for (i, &d) in devices.iter().enumerate() {
             let at_start = energy_at_start.get(i).copied().flatten();
-            let now = self.backend.energy_mj(d).ok().flatten();
+            let now = self.energy_counter(d);
+            let share = self.energy_share(d);
             energy_mj = match (energy_mj, at_start, now) {
-                (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
+                (Some(sum), Some(a), Some(b)) => {
+                    Some(sum + (b.saturating_sub(a) as f64 * share).round() as u64)
+                }
                 _ => None,
             };
             round.notice(Notice::CurrentTask {
@@ -498,7 +507,10 @@ impl Engine {
             }
         }
         for (d, &busy) in busy.iter().enumerate() {
-            let online = self.health.get(d).is_some_and(|h| h == super::HEALTH_OK);
+            // Only a whole GPU is locked: a split GPU's clocks are its
+            // instances', which may be busy.
+            let online = self.health.get(d).is_some_and(|h| h == super::HEALTH_OK)
+                && self.is_whole(d as u32);
             let want = wants_idle_lock(self.config.idle_clocks, online, busy, self.stopping);
             let gpu = d as u32;
             if want && !self.idle[d].locked {
@@ -592,7 +604,7 @@ impl Engine {
         let energy: Vec<Option<u64>> = task
             .devices
             .iter()
-            .map(|&d| self.backend.energy_mj(d).ok().flatten())
+            .map(|&d| self.energy_counter(d))
             .collect();
         if let Some(run) = self.running.get_mut(&key) {
             run.energy_at_start = energy;

@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use gpu_agent_backend::{BackendError, GpuInstance};
+use gpu_agent_backend::BackendError;
 use gpu_agent_core::placement::{Instance, Layout, Request as Placed};
 use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
 use gpu_agent_dbus::AgentError;
@@ -310,7 +310,6 @@ impl Engine {
                     .expect("the core asked for this layout");
                 self.layout_applied(gpu, &done, round);
                 self.apply(done.actions.clone(), round);
-                self.devices_online(&done.devices, round);
                 let drain = u.drained_at.map_or(0.0, |d| (d - u.began).as_secs_f64());
                 let message = format!(
                     "{} (drain {drain:.3} s, apply {:.3} s)",
@@ -433,18 +432,7 @@ impl Engine {
             return Ok(());
         }
         for i in layout {
-            let gi: GpuInstance = b.create_gpu_instance(gpu, i.profile.id, i.start)?;
-            let full = b
-                .compute_instance_profiles(gpu, gi.id)?
-                .into_iter()
-                .max_by_key(|p| p.slice_count)
-                .ok_or_else(|| {
-                    Unmade::Failed(format!(
-                        "GPU {gpu}: GPU instance {} ({i}) offers no compute instance",
-                        gi.id
-                    ))
-                })?;
-            b.create_compute_instance(gpu, gi.id, full.id)?;
+            gpu_agent_backend::create_instance(b, gpu, i.profile.id, i.start)?;
         }
         let (_, made) = self.read_layout(gpu)?;
         let mut asked = layout.to_vec();

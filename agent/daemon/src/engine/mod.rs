@@ -28,7 +28,7 @@ mod executor;
 mod health;
 mod lifecycle;
 mod mig_apply;
-mod mig_devices_shim;
+mod mig_devices;
 mod modelled;
 mod process;
 mod requests;
@@ -48,6 +48,7 @@ use super::config::{Config, Source};
 use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
 use crate::exporter::Telemetry;
+use crate::layout::{Target, Targets};
 use executor::{Executor, MockLoad};
 use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::agenda::Agenda;
@@ -63,7 +64,7 @@ use process::Processes;
 use table::TaskTable;
 use tokens::ClientTokens;
 
-pub use health::OK as HEALTH_OK;
+pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
 pub use mig_apply::{MigOptions, MigTarget, STABLE as MIG_STABLE};
 pub use time::Timebase;
 
@@ -271,6 +272,15 @@ pub enum Notice {
         /// What happened, for people.
         message: String,
     },
+    /// A GPU's MIG layout changed (`Engine::layout_applied`).
+    DevicesChanged {
+        /// The GPU as it is now (whole, or split).
+        gpu: DeviceSpec,
+        /// The new MIG instances, with where they run.
+        added: Vec<(DeviceSpec, Target)>,
+        /// The instances the change retired.
+        retired: Vec<DeviceSpec>,
+    },
     /// The active policy, or its parameters, changed.
     Policy {
         /// Its name.
@@ -282,8 +292,11 @@ pub enum Notice {
 
 /// Everything the engine is built from.
 pub struct Setup {
-    /// The schedulable devices (index = backend GPU index).
+    /// The devices: physical GPUs (index = backend GPU index), then MIG
+    /// slots (`crate::layout`).
     pub devices: Vec<DeviceSpec>,
+    /// Where each device's work runs on the backend.
+    pub targets: Vec<Target>,
     /// The backend.
     pub backend: Arc<dyn GpuBackend>,
     /// The same backend when it can show modelled runs (the mock), so that
@@ -433,6 +446,8 @@ pub struct Engine {
     store: Store,
     registry: Registry,
     devices: Vec<DeviceSpec>,
+    /// Where each device's work runs (shared with the executors).
+    targets: Targets,
     backend: Arc<dyn GpuBackend>,
     apps: AppLibrary,
     time: Timebase,
@@ -489,32 +504,20 @@ impl Engine {
         setup: Setup,
         (tx, rx): (mpsc::Sender<Request>, mpsc::Receiver<Request>),
     ) -> Result<std::thread::JoinHandle<()>, EngineError> {
-        let uuids = setup
-            .devices
-            .iter()
-            .map(|d| {
-                setup
-                    .backend
-                    .device_info(d.index)
-                    .map(|i| i.uuid)
-                    .unwrap_or_else(|e| {
-                        log::warn!("device {}: no UUID: {e}", d.index);
-                        String::new()
-                    })
-            })
-            .collect();
+        let targets: Targets = Arc::new(std::sync::RwLock::new(setup.targets));
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
         let n_devices = setup.devices.len();
-        let health = health::stored(&setup.store, n_devices)?;
-        let gpus = MockLoad(setup.load);
+        let health = health::stored(&setup.store, &setup.devices)?;
+        let gpus = MockLoad(setup.load, targets.clone());
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy)
                 .allowing_mig_policy(setup.config.mig.allow_policy),
             store: setup.store,
             registry: setup.registry,
             devices: setup.devices,
+            targets: targets.clone(),
             backend: setup.backend,
             apps: setup.apps,
             time: setup.time,
@@ -529,7 +532,7 @@ impl Engine {
             idle: vec![lifecycle::IdleLock::default(); n_devices],
             adopted: HashMap::new(),
             exec: Executors {
-                processes: Processes::new(setup.rt, tx, setup.log_dir, uuids, gpus.clone()),
+                processes: Processes::new(setup.rt, tx, setup.log_dir, targets, gpus.clone()),
                 modelled: Modelled::new(setup.time, gpus),
             },
             timers: Agenda::new(),

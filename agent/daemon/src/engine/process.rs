@@ -13,6 +13,7 @@ use gpu_agent_plugin_api::TaskKey;
 use super::executor::{AtStop, Cancelled, Executor, MockLoad, Start};
 use super::Request;
 use crate::exec::{self, Launch, LogSink};
+use crate::layout::{self as targets, Targets};
 use crate::store::Op;
 
 /// The task processes this daemon started.
@@ -23,8 +24,8 @@ pub(super) struct Processes {
     inbox: mpsc::Sender<Request>,
     /// Task output files go here; `None`: to the journal.
     log_dir: Option<PathBuf>,
-    /// Each device's UUID, for `CUDA_VISIBLE_DEVICES`.
-    uuids: Vec<String>,
+    /// Each device's UUID (`GPU-…`, `MIG-…`), for `CUDA_VISIBLE_DEVICES`.
+    targets: Targets,
     gpus: MockLoad,
     /// Each started process's (group) id.
     pids: HashMap<TaskKey, u32>,
@@ -36,14 +37,14 @@ impl Processes {
         rt: tokio::runtime::Handle,
         inbox: mpsc::Sender<Request>,
         log_dir: Option<PathBuf>,
-        uuids: Vec<String>,
+        targets: Targets,
         gpus: MockLoad,
     ) -> Processes {
         Processes {
             rt,
             inbox,
             log_dir,
-            uuids,
+            targets,
             gpus,
             pids: HashMap::new(),
         }
@@ -61,7 +62,7 @@ impl Executor for Processes {
             visible_devices: task
                 .devices
                 .iter()
-                .map(|&d| self.uuids.get(d as usize).cloned().unwrap_or_default())
+                .map(|&d| targets::get(&self.targets, d).map_or_else(String::new, |t| t.uuid))
                 .collect(),
             log: match &self.log_dir {
                 Some(dir) => LogSink::File(dir.join(format!("{}.log", task.id))),

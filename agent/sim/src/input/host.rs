@@ -64,24 +64,9 @@ pub fn load(path: &Path) -> Result<Host, InputError> {
 }
 
 /// Parses the description of one host; `path` only names it in errors.
-/// A `mig` layout is refused: the daemon's mock GPUs start with MIG off, and
-/// the agent changes layouts itself (mig.md §6.3), not from this file.
+/// A `mig` layout is the mock's: its GPU starts with MIG on and those
+/// instances (`mig = []`: MIG on, no instance, as after a reboot).
 pub fn parse(path: &Path, text: &str) -> Result<Host, InputError> {
-    let raw: RawHost = parse_toml(path, text)?;
-    if let Some((i, mig)) = raw
-        .gpu
-        .iter()
-        .enumerate()
-        .find_map(|(i, g)| g.mig.as_ref().map(|m| (i, m)))
-    {
-        return Err(InputError::at(
-            path,
-            Some(line_of(text, mig.span().start)),
-            Some(format!("gpu[{i}].mig")),
-            "a MIG layout in the host file is read only by `gpuctl simulate`; \
-             the agent's mock GPUs start with MIG off (remove mig)",
-        ));
-    }
     match parse_with_cluster(path, text)? {
         (host, None) => Ok(host),
         (_, Some(cluster)) => Err(InputError::at(
@@ -241,13 +226,6 @@ fn mig_layout(
             ),
         ));
     };
-    if mig.get_ref().is_empty() {
-        return Err(err(
-            mig.span(),
-            "",
-            "an empty layout leaves the GPU no device; leave mig out for a whole GPU".into(),
-        ));
-    }
     let requests = mig
         .get_ref()
         .iter()
@@ -484,12 +462,17 @@ mod tests {
                 row(11, "2/mig/1g.5gb@6", 4.75, 1.0 / 7.0, 0.0),
             ]
         );
-        // The agent's host file takes no layout.
+        // The agent's mock reads the same layout; `[]` is MIG on with no
+        // instance: the GPU runs nothing and no device follows it.
+        let agent =
+            parse("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = [\"7g.40gb\"]\n").unwrap();
+        assert_eq!(agent.devices.len(), 2);
+        assert_eq!(agent.devices[1].label(), "0/mig/7g.40gb@0");
+        let empty = parse("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = []\n").unwrap();
+        assert_eq!(empty.devices.len(), 1);
         assert_eq!(
-            parse("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = [\"7g.40gb\"]\n")
-                .unwrap_err(),
-            "host.toml:4: gpu[0].mig: a MIG layout in the host file is read only by \
-             `gpuctl simulate`; the agent's mock GPUs start with MIG off (remove mig)"
+            empty.devices[0].partition,
+            Partition::Split { free_slices: 7 }
         );
     }
 
@@ -519,11 +502,6 @@ mod tests {
         assert_eq!(
             a100("[\"2g.10gb\", \"2g.10gb\", \"2g.10gb\", \"2g.10gb\"]"),
             "host.toml:7: gpu[1].mig: A100-SXM4-40GB: 2g.10gb: at most 3 instance(s)"
-        );
-        assert_eq!(
-            a100("[]"),
-            "host.toml:7: gpu[1].mig: an empty layout leaves the GPU no device; \
-             leave mig out for a whole GPU"
         );
         assert_eq!(
             simulated("[[gpu]]\nmodel = \"T4\"\nspeed = 1\nmig = [\"1g.5gb\"]\n").unwrap_err(),
