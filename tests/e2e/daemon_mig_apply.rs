@@ -303,3 +303,72 @@ fn daemon_mig_apply_through_gpuctl_follows_the_change() {
     assert!(err.contains("org.gpuagent.Agent1.Error.Busy"), "{err}");
     assert_eq!(instances(&layout(&d, 0)), ["3g.20gb@0", "3g.20gb@4"]);
 }
+
+/// Every task id once, and each of `ids` among them.
+fn each_once(d: &Daemon, ids: &[String]) {
+    let mut all: Vec<String> = d.tasks().into_iter().map(|t| t.id).collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "a task listed twice: {all:?}");
+    for id in ids {
+        assert!(all.contains(id), "task {id} lost: {all:?}");
+    }
+}
+
+#[test]
+fn daemon_mig_apply_resumes_after_kill9_during_drain_or_apply() {
+    // During the drain: the stored change begins again at the next start.
+    let mut d = Daemon::start();
+    let ids: Vec<String> = (0..3)
+        .map(|_| d.submit(&spec(300.0, 1.0, 1e6, 1.0)).unwrap())
+        .collect();
+    assert_eq!(
+        d.wait_state(&ids[0], TaskStatus::Running, LIMIT).devices,
+        vec![0]
+    );
+    assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
+    assert_eq!(layout(&d, 0).state, "draining");
+    d.kill9();
+    d.restart();
+    each_once(&d, &ids);
+    let l = settled(&d, 0);
+    assert_eq!(
+        (l.state.as_str(), instances(&l)),
+        (
+            "stable",
+            vec!["3g.20gb@0".to_string(), "3g.20gb@4".to_string()]
+        )
+    );
+    each_once(&d, &ids);
+
+    // During the apply (the instances made, the change not yet stored as
+    // made): the same.
+    let work = tempfile::tempdir().unwrap();
+    let marker = work.path().join("killed");
+    let mut d = Daemon::start_with(crate::daemon::Settings {
+        env: vec![(
+            "GPU_AGENT_TEST_KILL_IN_MIG_APPLY".into(),
+            marker.to_str().unwrap().into(),
+        )],
+        ..Default::default()
+    });
+    let ids: Vec<String> = (0..2)
+        .map(|_| d.submit(&spec(300.0, 1.0, 1e6, 1.0)).unwrap())
+        .collect();
+    d.wait_state(&ids[0], TaskStatus::Running, LIMIT);
+    let one = config(
+        "    - devices: [1]\n      mig-enabled: true\n      mig-devices: {\"7g.40gb\": 1}\n",
+    );
+    // GPU 1 runs ids[1]: the apply comes once it ends, or at once.
+    let _ = apply(&d, &one, Dict::new());
+    d.wait_exit();
+    assert!(marker.exists(), "the hook killed the daemon");
+    d.restart();
+    each_once(&d, &ids);
+    let l = settled(&d, 1);
+    assert_eq!(
+        (l.state.as_str(), instances(&l)),
+        ("stable", vec!["7g.40gb@0".to_string()])
+    );
+}

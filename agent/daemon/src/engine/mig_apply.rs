@@ -24,7 +24,7 @@ use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
 use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
-use crate::store::Op;
+use crate::store::{Op, StoreError};
 
 /// A change under way: the GPU's devices take no work; tasks still run.
 const DRAINING: &str = "draining";
@@ -70,6 +70,7 @@ pub struct MigOptions {
 }
 
 /// One GPU's change, as the engine follows it.
+#[derive(Clone)]
 struct UnderWay {
     target: Layout,
     /// The layout and mode before, for a rollback.
@@ -295,7 +296,7 @@ impl Engine {
     /// Makes GPU `gpu`'s new layout on the backend and tells the core how it
     /// went.
     pub(super) fn make_mig_layout(&mut self, gpu: u32, round: &mut Round) {
-        let Some(u) = self.mig.under_way.remove(&gpu) else {
+        let Some(u) = self.mig.under_way.get(&gpu).cloned() else {
             return;
         };
         let now = self.time.model_now();
@@ -303,6 +304,9 @@ impl Engine {
         let outcome = self
             .processes_on(gpu)
             .and_then(|()| self.make(gpu, !u.target.is_empty(), &u.target));
+        if outcome.is_ok() {
+            self.kill_in_apply_hook(gpu);
+        }
         match outcome {
             Ok(()) => {
                 let done = self
@@ -318,6 +322,7 @@ impl Engine {
                 );
                 log::info!("GPU {gpu}: MIG layout is now {message}");
                 self.mig_state(gpu, STABLE, message, round);
+                self.mig.under_way.remove(&gpu);
             }
             Err(unmade) => {
                 let (state, why) = match unmade {
@@ -351,8 +356,95 @@ impl Engine {
                 }
                 self.apply(actions, round);
                 self.mig_state(gpu, state, message, round);
+                self.mig.under_way.remove(&gpu);
             }
         }
+    }
+
+    /// At start: the changes a previous run stored and did not finish
+    /// (`draining`, `applying`, or `reset-required`, whose target waits for
+    /// the next start) begin again, waiting for the restored tasks; a
+    /// `failed` one is announced again. Call after the tasks are restored.
+    pub(super) fn resume_mig_changes(&mut self, round: &mut Round) -> Result<(), StoreError> {
+        let gpus: Vec<(u32, &'static gpu_agent_core::mig::MigTable)> = self
+            .core
+            .devices()
+            .filter(|d| d.mig().is_none())
+            .filter_map(|d| Some((d.index, d.model.mig?)))
+            .collect();
+        for (gpu, table) in gpus {
+            let Some(text) = self.store.meta(&meta_key(gpu))? else {
+                continue;
+            };
+            let record: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(r) => r,
+                Err(e) => {
+                    log::warn!("GPU {gpu}: stored MIG change unreadable ({e}); ignored");
+                    continue;
+                }
+            };
+            let field = |k: &str| record[k].as_str().unwrap_or_default().to_string();
+            let (state, target) = (field("state"), field("target"));
+            match state.as_str() {
+                DRAINING | APPLYING | RESET_REQUIRED => {}
+                FAILED => {
+                    round.notice(Notice::MigChanged {
+                        gpu,
+                        state,
+                        message: field("message"),
+                    });
+                    continue;
+                }
+                _ => continue,
+            }
+            let requests: Result<Vec<Placed>, String> = if target == "MIG off" {
+                Ok(Vec::new())
+            } else {
+                target
+                    .split(", ")
+                    .map(|t| Placed::parse(table, t))
+                    .collect()
+            };
+            let now = self.time.model_now();
+            let begun = requests.map_err(|e| e.to_string()).and_then(|r| {
+                self.decide(|core| core.begin_mig_change(now, gpu, &r, OnBusy::Wait))
+                    .map_err(|e| e.to_string())
+            });
+            match begun {
+                Ok(actions) if actions.is_empty() => {
+                    log::info!("GPU {gpu}: the stored MIG change to {target} is already made");
+                    self.mig_state(gpu, STABLE, target, round);
+                }
+                Ok(actions) => {
+                    log::warn!(
+                        "GPU {gpu}: resuming the MIG change to {target} a previous run left {state}"
+                    );
+                    self.apply(actions, round);
+                }
+                Err(e) => {
+                    let message = format!("the stored change to {target:?} cannot resume: {e}");
+                    log::error!("GPU {gpu}: {message}");
+                    self.mig_state(gpu, FAILED, message, round);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Test hook (`GPU_AGENT_TEST_KILL_IN_MIG_APPLY=<file>`): the engine
+    /// SIGKILLs its process once the new instances exist and before the
+    /// change is stored as made, as a crash at that instant would; once per
+    /// `<file>`, which it creates first.
+    fn kill_in_apply_hook(&mut self, gpu: u32) {
+        let Some(marker) = std::env::var_os("GPU_AGENT_TEST_KILL_IN_MIG_APPLY") else {
+            return;
+        };
+        let marker = std::path::PathBuf::from(marker);
+        if marker.exists() || std::fs::write(&marker, b"").is_err() {
+            return;
+        }
+        log::warn!("test hook: killed while applying GPU {gpu}'s MIG layout");
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 
     /// Refuses a GPU where processes the agent did not start run.

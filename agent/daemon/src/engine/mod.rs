@@ -549,7 +549,8 @@ impl Engine {
         for task in &stored {
             engine.tokens.remember(task, now_unix);
         }
-        let round = engine.restore(health, stored, controls, processes)?;
+        let mut round = engine.restore(health, stored, controls, processes)?;
+        engine.resume_mig_changes(&mut round)?;
         std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
