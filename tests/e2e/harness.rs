@@ -13,6 +13,7 @@ pub const SOS: &str = "libgpu_agent_policy_sos.so";
 pub const SA_GREEDY: &str = "libgpu_agent_policy_sa_greedy.so";
 pub const EDF_HIER: &str = "libgpu_agent_policy_edf_hier.so";
 pub const EDL: &str = "libgpu_agent_policy_edl.so";
+pub const MIG_PLAN: &str = "libgpu_agent_policy_mig_plan.so";
 /// Every shipped policy plugin: (crate, file).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-fifo", FIFO),
@@ -21,6 +22,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-sa-greedy", SA_GREEDY),
     ("gpu-agent-policy-edf-hier", EDF_HIER),
     ("gpu-agent-policy-edl", EDL),
+    ("gpu-agent-policy-mig-plan", MIG_PLAN),
 ];
 /// Fixture plugins (tests/fixture-plugins, never part of the product).
 pub const PANICKY: &str = "libfixture_panicky.so";

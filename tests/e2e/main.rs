@@ -36,6 +36,7 @@ mod import;
 mod inspect;
 mod layers;
 mod mig_plan;
+mod mig_plan_policy;
 mod mig_repartition;
 mod mig_sim;
 mod plugin_loading;

@@ -12,7 +12,7 @@ use gpu_agent_dvfs::cluster::Algo;
 use gpu_agent_loader::{Plugin, Registry};
 use gpu_agent_sim::input::{self, host::ClusterSpec, trace::Trace};
 use gpu_agent_sim::paper_cluster::{self, Rule};
-use gpu_agent_sim::{self as sim, schedule, Outcome, SchedulingTime};
+use gpu_agent_sim::{self as sim, schedule, MigChange, Outcome, SchedulingTime};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -40,6 +40,14 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// docs/formats.md §2), to see a layout's effect on a workload before it is
 /// applied.
 ///
+/// A policy may change MIG layouts (Decision::MigLayout, such as mig-plan's):
+/// the simulator allows it, as the daemon does with [mig] allow_policy = true.
+/// The core drains the GPU (its queues go back to pending, running tasks
+/// finish); the layout is made --mig-delay seconds after the GPU is idle (at
+/// once by default) and its new devices take tasks. The changes are listed
+/// below the metrics (a "mig_changes" array in --json: gpu, layout, asked_s,
+/// applied_s, devices; layout "" is the whole GPU).
+///
 /// A host with a [cluster] table (servers, idle power, sleep, turn-on energy;
 /// docs/formats.md §2, written by `gpuctl trace gen dvfs-paper`) runs the DVFS
 /// paper's cluster model instead: --policy edl only, its --param rule, theta,
@@ -49,6 +57,7 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
   gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy sa-greedy --param seed=7 --gantt schedule.svg
   gpuctl simulate --host whole.toml --host mig.toml --trace t.csv --policy greedy-eft
+  gpuctl simulate --host examples/host-mig-plan.toml --trace shift.csv --policy mig-plan --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy fifo --policy sos --param sos:alpha=0.6 \\
       --markdown table.md --chart chart.svg")]
 pub struct Args {
@@ -92,6 +101,18 @@ pub struct Args {
     /// Load policy plugins from DIR.
     #[arg(long, value_name = "DIR")]
     plugin_dir: Option<PathBuf>,
+    /// Seconds a MIG layout change a policy asked for takes once its GPU is
+    /// drained (0: made at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = non_negative)]
+    mig_delay: f64,
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| format!("expected a number of seconds >= 0, got {s:?}"))
 }
 
 /// A `--param`: for one policy or for every policy that takes the key.
@@ -128,6 +149,9 @@ struct Report<'a> {
     #[serde(flatten)]
     metrics: &'a Metrics,
     scheduling: SchedulingTime,
+    /// The MIG layout changes the policy made, when it made any.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    mig_changes: &'a [MigChange],
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -184,7 +208,7 @@ pub fn run(args: Args) -> Result<()> {
         outcomes.extend(done);
     }
     let labels = (args.hosts.len() > 1).then_some(labels);
-    let (_, host, _, trace) = &runs[0];
+    let trace = &runs[0].3;
     if let Some(path) = &args.schedule {
         schedule::write_file(&outcomes[0].schedule, path)
             .with_context(|| format!("cannot write schedule {}", path.display()))?;
@@ -196,7 +220,17 @@ pub fn run(args: Args) -> Result<()> {
             .map(|t| (t.spec.id.as_str(), t.spec.deadline))
             .collect();
         let outcome = &outcomes[0];
-        plot::gantt(path, &outcome.metrics, host, &outcome.schedule, &deadlines)?;
+        // The devices at the end: those layout changes made included.
+        let devices = Host {
+            devices: outcome.devices.clone(),
+        };
+        plot::gantt(
+            path,
+            &outcome.metrics,
+            &devices,
+            &outcome.schedule,
+            &deadlines,
+        )?;
     }
     if let Some(path) = &args.chart {
         let hosts: Vec<String> = args.hosts.iter().map(|h| file_name(h)).collect();
@@ -233,6 +267,7 @@ pub fn run(args: Args) -> Result<()> {
                 host: labels.as_ref().map(|l: &Vec<String>| l[i].clone()),
                 metrics: &o.metrics,
                 scheduling: o.scheduling,
+                mig_changes: &o.mig_changes,
             })
             .collect();
         match reports.as_slice() {
@@ -240,8 +275,54 @@ pub fn run(args: Args) -> Result<()> {
             many => emit_json(&many),
         }
     } else {
-        emit(&table.render())
+        let mut text = table.render();
+        if let Some(changes) = mig_changes_table(&outcomes, labels.as_deref()) {
+            text.push_str("\nMIG layout changes\n");
+            text.push_str(&changes.render());
+        }
+        emit(&text)
     }
+}
+
+/// The MIG layout changes of every outcome, one row each (`None` when no
+/// policy made any): the policy (and host, with several), the GPU, when it
+/// was asked for and made, and the layout (`whole` for MIG off).
+fn mig_changes_table(outcomes: &[Outcome], hosts: Option<&[String]>) -> Option<Table> {
+    if outcomes.iter().all(|o| o.mig_changes.is_empty()) {
+        return None;
+    }
+    use crate::table::Align::{Left, Right};
+    let mut columns = vec![("policy", Left)];
+    if hosts.is_some() {
+        columns.push(("host", Left));
+    }
+    columns.extend([
+        ("gpu", Right),
+        ("asked_s", Right),
+        ("applied_s", Right),
+        ("layout", Left),
+    ]);
+    let mut table = Table::with_header(&columns);
+    for (i, o) in outcomes.iter().enumerate() {
+        for c in &o.mig_changes {
+            let mut row = vec![o.metrics.policy.clone()];
+            if let Some(hosts) = hosts {
+                row.push(file_name(Path::new(&hosts[i])));
+            }
+            row.extend([
+                c.gpu.to_string(),
+                format!("{:.1}", c.asked_s),
+                format!("{:.1}", c.applied_s),
+                if c.layout.is_empty() {
+                    "whole".to_string()
+                } else {
+                    c.layout.clone()
+                },
+            ]);
+            table.row(row);
+        }
+    }
+    Some(table)
 }
 
 /// The policy plugins, from --plugin-dir or beside gpuctl; files that fail
@@ -285,6 +366,9 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
         policies.push((plugin, params, Some(first)));
     }
 
+    let options = sim::Options {
+        mig_delay_s: args.mig_delay,
+    };
     let mut outcomes = Vec::new();
     for (plugin, params, mut first) in policies {
         let repeat = usize::from(args.repeat);
@@ -296,7 +380,7 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
                 Some(policy) => policy,
                 None => plugin.instantiate(&params)?,
             };
-            let outcome = sim::simulate(host, trace, policy, |n| {
+            let outcome = sim::simulate_with(host, trace, policy, &options, |n| {
                 if n % 1024 == 0 {
                     bar.set_position((done + n) as u64);
                 }
@@ -315,7 +399,8 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
         bar.finish_and_clear();
         let mut outcome = median_run(runs);
         if outcome.dvfs {
-            let base = sim::simulate_without_dvfs(host, trace, plugin.instantiate(&params)?)?;
+            let base =
+                sim::simulate_without_dvfs(host, trace, plugin.instantiate(&params)?, &options)?;
             for fault in &base.faults {
                 log::warn!(
                     "{}: its run without DVFS had a policy fault: {fault}",
@@ -422,6 +507,8 @@ fn cluster_run(
             decision_points: 0,
         },
         dvfs: true,
+        mig_changes: Vec::new(),
+        devices: host.devices.clone(),
     })
 }
 

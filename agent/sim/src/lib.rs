@@ -4,7 +4,9 @@
 //!
 //! - [`input`]: the file readers (formats.md §1, §2, §6), errors naming
 //!   file, line and field;
-//! - [`replay`]: the simulator ([`simulate`], and [`simulate_without_dvfs`] for the no-DVFS baseline);
+//! - [`replay`]: the simulator ([`simulate`], [`simulate_with`] its [`Options`],
+//!   and [`simulate_without_dvfs`] for the no-DVFS baseline; [`MigChange`]s a
+//!   policy made);
 //! - [`schedule`]: the schedule CSV (formats.md §3);
 //! - [`import`]: Alibaba's GPU trace and the SOS workload as a host and a trace;
 //! - [`dvfs_paper`], [`paper_cluster`]: the DVFS paper's generator, its
@@ -20,4 +22,7 @@ pub mod replay;
 pub mod schedule;
 mod stopwatch;
 
-pub use replay::{simulate, simulate_without_dvfs, Outcome, SchedulingTime, SimError};
+pub use replay::{
+    simulate, simulate_with, simulate_without_dvfs, MigChange, Options, Outcome, SchedulingTime,
+    SimError,
+};

@@ -8,6 +8,12 @@
 //! at the expected end, as the daemon's core does); it draws the DVFS model's power for its app at its clocks, and an idle device
 //! draws its catalogue idle power (a MIG instance: compute slices / 7 of
 //! both, its GPU the idle share of the slices no instance holds).
+//!
+//! Policies may change MIG layouts (`Decision::MigLayout`, mig.md §6.4): the
+//! replay's core allows it, drains the GPU, and once nothing runs there the
+//! simulator makes the layout [`Options::mig_delay_s`] later (at once by
+//! default) and brings the new devices online (`Core::mig_applied`). Every
+//! change is reported ([`MigChange`]).
 
 use std::collections::HashSet;
 
@@ -21,7 +27,7 @@ use gpu_agent_plugin_api::{
 
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::apps::power_w;
-use gpu_agent_core::host::Host;
+use gpu_agent_core::host::{DeviceSpec, Host};
 use gpu_agent_core::metrics::{self, Completed, Metrics, Rejection};
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{Action, Core, Input};
@@ -45,6 +51,30 @@ pub enum SimError {
     },
 }
 
+/// How the simulator carries out what the core asks.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Options {
+    /// Seconds a MIG layout change takes once its GPU is drained (the
+    /// driver's destroy and create calls; 0: at once).
+    pub mig_delay_s: f64,
+}
+
+/// One MIG layout change a policy asked for and the simulator made.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct MigChange {
+    /// The physical GPU.
+    pub gpu: u32,
+    /// Its new layout, `PROFILE@START` comma-separated (empty: whole, MIG
+    /// off).
+    pub layout: String,
+    /// When the policy asked for it (the drain began), seconds.
+    pub asked_s: f64,
+    /// When the new layout took tasks, seconds.
+    pub applied_s: f64,
+    /// Its new devices (the GPU itself when whole).
+    pub devices: Vec<u32>,
+}
+
 /// The result of replaying a trace under one policy.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -59,6 +89,11 @@ pub struct Outcome {
     /// Whether any task ran at other than default clocks (else the run is
     /// its own no-DVFS baseline).
     pub dvfs: bool,
+    /// The MIG layout changes made, in the order they were applied.
+    pub mig_changes: Vec<MigChange>,
+    /// The devices at the end: the host's, and every MIG instance a change
+    /// made (retired ones included; indices are never reused).
+    pub devices: Vec<DeviceSpec>,
 }
 
 /// The wall time the scheduler core (the policy included) took over a replay:
@@ -107,6 +142,8 @@ struct Due {
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum What {
     Finish(TaskKey),
+    /// A drained GPU's new layout is made.
+    MigApplied(u32),
     Timer,
     /// A task's expected end: still running then, it overran.
     Check(TaskKey),
@@ -115,7 +152,7 @@ enum What {
 impl What {
     fn rank(&self) -> u8 {
         match self {
-            What::Finish(_) => 0,
+            What::Finish(_) | What::MigApplied(_) => 0,
             What::Timer => 2,
             What::Check(_) => 3,
         }
@@ -124,15 +161,26 @@ impl What {
 
 const ARRIVAL_RANK: u8 = 1;
 
-/// Replays `trace` on `host` under `policy`; `progress` is told how many tasks
-/// have arrived so far.
+/// Replays `trace` on `host` under `policy` with the default [`Options`];
+/// `progress` is told how many tasks have arrived so far.
 pub fn simulate(
     host: &Host,
     trace: &Trace,
     policy: PolicyInstance,
     progress: impl FnMut(usize),
 ) -> Result<Outcome, SimError> {
-    replay(host, trace, policy, false, progress)
+    simulate_with(host, trace, policy, &Options::default(), progress)
+}
+
+/// [`simulate`] with `options`.
+pub fn simulate_with(
+    host: &Host,
+    trace: &Trace,
+    policy: PolicyInstance,
+    options: &Options,
+    progress: impl FnMut(usize),
+) -> Result<Outcome, SimError> {
+    replay(host, trace, policy, false, options, progress)
 }
 
 /// The no-DVFS baseline of a policy (its energy is a run's
@@ -144,8 +192,9 @@ pub fn simulate_without_dvfs(
     host: &Host,
     trace: &Trace,
     policy: PolicyInstance,
+    options: &Options,
 ) -> Result<Outcome, SimError> {
-    replay(host, trace, policy, true, |_| {})
+    replay(host, trace, policy, true, options, |_| {})
 }
 
 /// The replay of [`simulate`]; `default_clocks` limits every device to its
@@ -155,6 +204,7 @@ fn replay(
     trace: &Trace,
     policy: PolicyInstance,
     default_clocks: bool,
+    options: &Options,
     mut progress: impl FnMut(usize),
 ) -> Result<Outcome, SimError> {
     let policy_name = policy.name.clone();
@@ -169,7 +219,7 @@ fn replay(
             TD_Opaque,
         ),
     };
-    let mut core = Core::new(host.devices.clone(), policy);
+    let mut core = Core::new(host.devices.clone(), policy).allowing_mig_policy(true);
     if default_clocks {
         core = core.at_default_clocks();
     }
@@ -183,7 +233,12 @@ fn replay(
     });
 
     let mut run = Run {
-        host,
+        devices: host.devices.clone(),
+        mig_delay_s: options.mig_delay_s,
+        mig_changes: Vec::new(),
+        counts: vec![(f64::NEG_INFINITY, schedulable(&host.devices))],
+        asked: Vec::new(),
+        idle_share_s: 0.0,
         now: 0.0,
         agenda: Agenda::new(),
         seq: 0,
@@ -220,6 +275,12 @@ fn replay(
                         Input::Timer
                     }
                     What::Check(task) => Input::Overran { task },
+                    What::MigApplied(gpu) => {
+                        run.now = at;
+                        let actions = clock.time(|| run.mig_applied(&mut core, gpu));
+                        run.apply(&mut core, actions);
+                        continue;
+                    }
                 };
                 (at, clock.time(|| core.handle(at, input)))
             } else if let Some(a) = arrival {
@@ -251,20 +312,62 @@ fn replay(
                 break;
             };
         run.now = now;
-        run.apply(&core, actions);
+        run.apply(&mut core, actions);
     }
 
     let busy_j: f64 = run.schedule.iter().map(|r| r.energy_j).sum();
-    let energy = |from, to| metrics::energy_with_idle(&host.devices, &run.busy_s, busy_j, from, to);
-    let metrics = Metrics::compute(
+    let changed = !run.mig_changes.is_empty();
+    let (devices, busy_s, idle_share_s) = (&run.devices, &run.busy_s, run.idle_share_s);
+    let energy = |from: f64, to: f64| {
+        if changed {
+            // Layouts changed: each GPU idles at its catalogue power over
+            // the span, less its busy devices' shares of it while they ran.
+            let gpus_w: f64 = devices
+                .iter()
+                .filter(|d| d.mig().is_none())
+                .map(|d| d.model.idle_w)
+                .sum();
+            metrics::EnergySplit {
+                run_j: busy_j,
+                idle_j: (gpus_w * (to - from) - idle_share_s).max(0.0),
+                overhead_j: 0.0,
+            }
+        } else {
+            metrics::energy_with_idle(devices, busy_s, busy_j, from, to)
+        }
+    };
+    let mut metrics = Metrics::compute(
         &policy_name,
         trace.tasks.len(),
         run.rejected,
         &run.completed,
         // A split GPU runs nothing itself: its MIG instances are the devices.
-        host.devices.iter().filter(|d| d.schedulable()).count(),
+        schedulable(&host.devices),
         energy,
     );
+    if changed {
+        // Busy device-seconds over the device-seconds there were: the
+        // devices' count changed with the layouts.
+        let from = run
+            .completed
+            .iter()
+            .map(|t| t.arrival)
+            .fold(f64::INFINITY, f64::min);
+        let to = metrics.makespan;
+        let mut device_s = 0.0;
+        for (k, &(since, count)) in run.counts.iter().enumerate() {
+            let until = run.counts.get(k + 1).map_or(to, |c| c.0);
+            device_s += count as f64 * (until.min(to) - since.max(from)).max(0.0);
+        }
+        let busy: f64 = run
+            .completed
+            .iter()
+            .map(|t| (t.end - t.start) * t.devices as f64)
+            .sum();
+        if device_s > 0.0 {
+            metrics.utilization = busy / device_s;
+        }
+    }
     Ok(Outcome {
         metrics,
         schedule: run.schedule,
@@ -275,12 +378,31 @@ fn replay(
             decision_points: clock.calls(),
         },
         dvfs: run.dvfs,
+        mig_changes: run.mig_changes,
+        devices: run.devices,
     })
 }
 
+/// How many of `devices` take tasks (whole GPUs and MIG instances).
+fn schedulable(devices: &[DeviceSpec]) -> usize {
+    devices.iter().filter(|d| d.schedulable()).count()
+}
+
 /// The simulator's bookkeeping while it runs.
-struct Run<'h> {
-    host: &'h Host,
+struct Run {
+    /// The devices as the core has them (MIG instances made included).
+    devices: Vec<DeviceSpec>,
+    /// Seconds a layout change takes once its GPU is drained.
+    mig_delay_s: f64,
+    /// The layout changes made.
+    mig_changes: Vec<MigChange>,
+    /// (since when, how many) devices took tasks, a row per layout change.
+    counts: Vec<(f64, usize)>,
+    /// (GPU, when) of each drain for a layout change not yet made.
+    asked: Vec<(u32, f64)>,
+    /// Idle watt-seconds busy devices took from their GPUs' idle power
+    /// (catalogue idle power times share times run time).
+    idle_share_s: f64,
     now: f64,
     agenda: Agenda<Due>,
     /// Agenda items added so far.
@@ -299,7 +421,7 @@ struct Run<'h> {
     dvfs: bool,
 }
 
-impl Run<'_> {
+impl Run {
     fn push(&mut self, at: f64, what: What) {
         self.seq += 1;
         let due = Due {
@@ -310,8 +432,37 @@ impl Run<'_> {
         self.agenda.push(at, due);
     }
 
-    fn apply(&mut self, core: &Core, actions: Vec<Action>) {
-        for action in actions {
+    /// GPU `gpu`'s new layout is made: the core takes it and brings its
+    /// devices online; the change is recorded.
+    fn mig_applied(&mut self, core: &mut Core, gpu: u32) -> Vec<Action> {
+        let done = core
+            .mig_applied(self.now, gpu)
+            .expect("the core asked for this layout once the GPU was drained");
+        self.devices = core.devices().cloned().collect();
+        self.busy_s.resize(self.devices.len(), 0.0);
+        self.counts.push((self.now, schedulable(&self.devices)));
+        let asked = self.asked.iter().position(|&(g, _)| g == gpu);
+        let asked_s = asked.map_or(self.now, |k| self.asked.swap_remove(k).1);
+        let layout = done
+            .devices
+            .iter()
+            .filter_map(|&d| self.devices[d as usize].mig())
+            .map(|m| format!("{}@{}", m.profile.name, m.start))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.mig_changes.push(MigChange {
+            gpu,
+            layout,
+            asked_s,
+            applied_s: self.now,
+            devices: done.devices,
+        });
+        done.actions
+    }
+
+    fn apply(&mut self, core: &mut Core, actions: Vec<Action>) {
+        let mut actions: std::collections::VecDeque<Action> = actions.into();
+        while let Some(action) = actions.pop_front() {
             match action {
                 Action::Start {
                     task,
@@ -329,9 +480,10 @@ impl Run<'_> {
                     self.dvfs |= clocks != Clocks::DEFAULT;
                     let dvfs = core.dvfs(task);
                     for &d in &devices {
-                        let device = &self.host.devices[d as usize];
+                        let device = &self.devices[d as usize];
                         let (model, share) = (device.model, device.power_share());
                         self.busy_s[d as usize] += runtime;
+                        self.idle_share_s += model.idle_w * share * runtime;
                         let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
                         let power = power_w(&t.app, model, clocks) * share;
                         self.schedule.push(ScheduleRow {
@@ -384,8 +536,13 @@ impl Run<'_> {
                     );
                     self.faults.push(format!("{policy}: {reason}"));
                 }
-                Action::MigDraining { .. } | Action::ApplyMigLayout { .. } => {
-                    unreachable!("the replay's core allows policies no MIG change")
+                Action::MigDraining { gpu, .. } => self.asked.push((gpu, self.now)),
+                Action::ApplyMigLayout { gpu, .. } => {
+                    if self.mig_delay_s > 0.0 {
+                        self.push(self.now + self.mig_delay_s, What::MigApplied(gpu));
+                    } else {
+                        actions.extend(self.mig_applied(core, gpu));
+                    }
                 }
             }
         }

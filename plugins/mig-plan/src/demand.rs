@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use gpu_agent_plugin_api::View;
+use gpu_agent_plugin_api::{TaskState, View};
 
 /// One submitted task, as the window keeps it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,12 +62,16 @@ impl Window {
     }
 
     /// Takes in the tasks `view` holds that it has not seen yet (keys are
-    /// handed out in submission order), as submitted now, and forgets those
-    /// submitted before the window.
+    /// handed out in submission order), as submitted now, but those the
+    /// agent already refused, and forgets those submitted before the window.
     pub fn observe(&mut self, view: &View<'_>) {
         let now = view.now;
         self.since.get_or_insert(now);
         for task in &view.tasks.as_slice()[self.taken.min(view.tasks.len())..] {
+            // Refused before any policy saw it: no device set can hold it.
+            if task.state == TaskState::Rejected {
+                continue;
+            }
             let name = task.app.name.as_str();
             let app = match self.apps.iter().position(|a| a == name) {
                 Some(i) => i,

@@ -7,12 +7,15 @@
 //! application's demand (the work its tasks submitted over the last
 //! `window_s` seconds, per second; gangs apart), plans the MIG-capable GPUs
 //! of one model (the first such GPU's) with the MIG planner (`migplan`,
-//! mig.md §4) for the largest multiple of the demands they can serve, and
-//! asks through [`Decision::MigLayout`] for the layouts of the GPUs whose
-//! configuration differs from the plan's: planned configurations a GPU
+//! mig.md §4) for the largest multiple of the demands they can serve; if
+//! that multiple is at least (1 + `min_gain`) times the one the layouts
+//! there are (or were asked for) serve, it asks through
+//! [`Decision::MigLayout`] for the layouts of the GPUs whose configuration
+//! differs from the plan's: planned configurations a GPU
 //! already has (or was asked for) keep it, the rest go to the other GPUs in
 //! index order, at most one request per GPU per `min_interval_s` and at most
-//! `max_changing` GPUs changing at once. Tasks are then placed as
+//! `max_changing` GPUs changing at once, and none when a task waiting then
+//! would fit no device afterwards. Tasks are then placed as
 //! greedy-eft places them, never on a GPU just asked to change.
 //!
 //! The agent drains a GPU before it changes its layout and accepts these
@@ -27,10 +30,11 @@ pub mod layouts;
 pub mod params;
 pub mod planner;
 
+use gpu_agent_catalogue::catalogue::GpuModel;
 use gpu_agent_catalogue::placement::Configuration;
 use gpu_agent_eft_rule::Placer;
 use gpu_agent_migplan::Options;
-use gpu_agent_plugin_api::{Decision, Event, Param, PolicyImpl, View};
+use gpu_agent_plugin_api::{Decision, Device, Event, Param, PolicyImpl, View};
 
 use crate::demand::Window;
 use crate::layouts::Layouts;
@@ -97,13 +101,9 @@ impl MigPlan {
             time_limit: self.params.time_limit,
             ..Options::default()
         };
-        let Some(planned) = planner::plan(
-            model,
-            speed,
-            group.len() as u32,
-            &self.window.demands(),
-            &options,
-        ) else {
+        let demands = self.window.demands();
+        let Some(planned) = planner::plan(model, speed, group.len() as u32, &demands, &options)
+        else {
             return (decisions, avoid);
         };
         // What each GPU has, or was asked for.
@@ -114,6 +114,10 @@ impl MigPlan {
                 None => self.layouts.gpus[k].configuration(view),
             })
             .collect();
+        let serves = planner::served(model, speed, &demands, &now_has);
+        if planned.scale < serves * (1.0 + self.params.min_gain) {
+            return (decisions, avoid);
+        }
         let mut free: Vec<bool> = vec![true; group.len()];
         let mut unmatched = Vec::new();
         for c in planned.configurations {
@@ -124,6 +128,8 @@ impl MigPlan {
         }
         let changing = self.asked.iter().filter(|a| a.0.is_some()).count();
         let room = self.params.max_changing.saturating_sub(changing);
+        // (position in the group, target) of each change asked now.
+        let mut changes: Vec<(usize, Configuration)> = Vec::new();
         for target in unmatched.into_iter().take(room) {
             // The first other GPU that may change now.
             let Some(i) = (0..group.len()).find(|&i| {
@@ -137,6 +143,16 @@ impl MigPlan {
                 break;
             };
             free[i] = false;
+            changes.push((i, target));
+        }
+        let mut after = now_has;
+        for (i, target) in &changes {
+            after[*i] = target.clone();
+        }
+        if strands(view, model, &group_indices(&self.layouts, &group), &after) {
+            return (decisions, avoid);
+        }
+        for (i, target) in changes {
             let k = group[i];
             let gpu = &self.layouts.gpus[k];
             decisions.push(Decision::MigLayout {
@@ -149,6 +165,54 @@ impl MigPlan {
         }
         (decisions, avoid)
     }
+}
+
+/// The device indices of the GPUs at `group` (positions in `layouts`).
+fn group_indices(layouts: &Layouts, group: &[usize]) -> Vec<u32> {
+    group.iter().map(|&k| layouts.gpus[k].index).collect()
+}
+
+/// Whether some task waiting in `view` (pending or in a local queue) would
+/// fit no device once the GPUs `gpus` (of `model`) are configured `after`:
+/// its memory exceeds every device's, or its gang (its fewest devices) the
+/// whole GPUs left. Devices of other GPUs count as they are.
+fn strands(
+    view: &View<'_>,
+    model: &'static GpuModel,
+    gpus: &[u32],
+    after: &[Configuration],
+) -> bool {
+    let full = layouts::full_profile(model.mig.expect("a MIG-capable model"));
+    let ours = |d: &Device<'_>| {
+        let gpu = d.mig.into_option().map_or(d.index, |m| m.parent);
+        gpus.contains(&gpu)
+    };
+    // Devices of other GPUs that take tasks or will again: instances of a
+    // split GPU (not retired ones: those never come back, but the view does
+    // not tell them apart, so this errs towards keeping a layout) and GPUs.
+    let others = view.devices.iter().filter(|d| !ours(d));
+    let mut memory = 0.0_f64;
+    let mut whole = 0;
+    for d in others {
+        memory = memory.max(d.memory_gb);
+        whole += usize::from(d.mig.is_none() && d.online);
+    }
+    for c in after {
+        if c.profiles() == [full] {
+            memory = memory.max(model.memory_gb);
+            whole += 1;
+        } else {
+            for p in c.profiles() {
+                memory = memory.max(p.memory_mib as f64 / 1024.0);
+            }
+        }
+    }
+    let queued = view.devices.iter().flat_map(|d| d.queue.iter());
+    view.pending.iter().chain(queued).any(|&key| {
+        let task = view.task(key);
+        let fewest = task.gpu_counts().min().unwrap_or(1);
+        task.mem_gb > memory || (fewest > 1 && (fewest as usize) > whole)
+    })
 }
 
 impl PolicyImpl for MigPlan {
@@ -206,6 +270,7 @@ gpu_agent_plugin_api::export_policy! {
         params::PARAMETERS[4],
         params::PARAMETERS[5],
         params::PARAMETERS[6],
+        params::PARAMETERS[7],
     ],
     new: |params: &[Param]| Params::parse(params).map(MigPlan::new),
 }
@@ -453,6 +518,39 @@ mod tests {
                 Decision::WakeAt { time: 15.0 },
             ]
         );
+    }
+
+    /// A change that would leave a waiting task no device is not asked for:
+    /// a 30 GB task needs the whole A100 (no instance has 30 GB), a gang of
+    /// two needs both GPUs whole.
+    #[test]
+    fn a_change_that_strands_a_waiting_task_is_refused() {
+        use gpu_agent_catalogue::catalogue;
+        let model = catalogue::lookup("A100-SXM4-40GB").unwrap();
+        let t = model.mig.unwrap();
+        let c = |names: &[&str]| {
+            Configuration::from_profiles(
+                names.iter().map(|n| t.profile_named(n).unwrap()).collect(),
+            )
+        };
+        let split = c(&["4g.20gb", "3g.20gb"]);
+        let whole = c(&["7g.40gb"]);
+        let devices = [a100(0, true), a100(1, true)];
+        let big = [task(0, "a", 1.0, 30.0, 1)];
+        let v = view(0.0, &big, &[0], &devices);
+        assert!(strands(&v, model, &[0, 1], &[split.clone(), split.clone()]));
+        assert!(!strands(
+            &v,
+            model,
+            &[0, 1],
+            &[whole.clone(), split.clone()]
+        ));
+        // GPU 1 not planned (another model's, say) and whole: it holds it.
+        assert!(!strands(&v, model, &[0], std::slice::from_ref(&split)));
+        let gang = [task(0, "a", 1.0, 1.0, 2)];
+        let v = view(0.0, &gang, &[0], &devices);
+        assert!(strands(&v, model, &[0, 1], &[whole.clone(), split]));
+        assert!(!strands(&v, model, &[0, 1], &[whole.clone(), whole]));
     }
 
     /// With repartition = false it only places, and never wakes.

@@ -8,7 +8,7 @@ use gpu_agent_plugin_api::{abi_stable::std_types::RStr, checked_param, Param, Pa
 const ALGORITHMS: &[RStr<'static>] = &[RStr::from_str("exact"), RStr::from_str("greedy")];
 
 /// Every parameter with its default (the defaults are parsed from here).
-pub const PARAMETERS: [ParamInfo; 7] = [
+pub const PARAMETERS: [ParamInfo; 8] = [
     ParamInfo::number(
         "window_s",
         "300",
@@ -25,6 +25,12 @@ pub const PARAMETERS: [ParamInfo; 7] = [
         "min_interval_s",
         "600",
         "at most one layout request per GPU in this many seconds; a request not seen applied within it is given up",
+    )
+    .at_least(0.0),
+    ParamInfo::number(
+        "min_gain",
+        "0.1",
+        "change layouts only when the plan serves a multiple of the demand at least (1 + min_gain) times the one the layouts there are serve",
     )
     .at_least(0.0),
     ParamInfo::integer(
@@ -61,6 +67,9 @@ pub struct Params {
     pub period_s: f64,
     /// Seconds between two layout requests for one GPU, at least.
     pub min_interval_s: f64,
+    /// The least relative gain (in the multiple of the demand served) a
+    /// change must bring.
+    pub min_gain: f64,
     /// Layout changes asked for and not yet applied, at most.
     pub max_changing: usize,
     /// The planner's algorithm.
@@ -92,6 +101,7 @@ impl Params {
             window_s: number("window_s")?,
             period_s: number("period_s")?,
             min_interval_s: number("min_interval_s")?,
+            min_gain: number("min_gain")?,
             max_changing: integer("max_changing")? as usize,
             algorithm: value("algorithm")?
                 .parse()
@@ -121,6 +131,7 @@ mod tests {
                 window_s: 300.0,
                 period_s: 60.0,
                 min_interval_s: 600.0,
+                min_gain: 0.1,
                 max_changing: 1,
                 algorithm: Algorithm::Exact,
                 time_limit: Duration::from_millis(1000),

@@ -5,6 +5,7 @@
 use gpu_agent_catalogue::catalogue::GpuModel;
 use gpu_agent_catalogue::mig::MigProfile;
 use gpu_agent_catalogue::placement::{self, Configuration, Tree};
+use gpu_agent_migplan::lp::reassign;
 use gpu_agent_migplan::{solve, Job, Options, Problem};
 
 use crate::demand::AppDemand;
@@ -76,49 +77,36 @@ pub fn jobs(
         .collect()
 }
 
-/// The plan of `gpus` GPUs of `model` (at `speed`) for the largest multiple
-/// of `demands` they can serve: the scale is doubled (or halved) until a
-/// plan within `gpus` GPUs stops (or starts) existing, then bisected
-/// [`BISECTIONS`] times; the plan at the largest scale found is returned.
-/// `None` when there is nothing to plan, or no multiple fits (more
-/// applications than the GPUs hold instances).
-pub fn plan(
+/// The planning problem of `demands` times `scale` on GPUs of `model` (at
+/// `speed`), at most `gpus` of them; `None` when nothing is to be planned.
+fn problem(
     model: &'static GpuModel,
     speed: f64,
     gpus: u32,
     demands: &[AppDemand],
-    options: &Options,
-) -> Option<Planned> {
+    scale: f64,
+) -> Option<Problem> {
     let table = model.mig?;
     let tree = Tree::default_profiles(table);
     let profiles = tree.profiles().to_vec();
-    let base = jobs(model, speed, &profiles, demands);
-    if base.is_empty() || gpus == 0 {
-        return None;
-    }
-    let at = |scale: f64| -> Option<Vec<Configuration>> {
-        let jobs = base
-            .iter()
-            .map(|j| Job {
-                demand: j.demand * scale,
-                ..j.clone()
-            })
-            .collect();
-        let problem = Problem::new(model, profiles.clone(), jobs, Some(gpus)).ok()?;
-        let outcome = solve(&problem, options, &mut |_| {}).ok()?;
-        Some(
-            outcome
-                .plan
-                .gpus
-                .into_iter()
-                .map(|g| g.configuration)
-                .collect(),
-        )
-    };
-    // (scale, plan) that fits, and a scale that does not.
-    let (mut lo, mut hi) = match at(1.0) {
-        Some(p) => {
-            let mut lo = (1.0, p);
+    let jobs: Vec<Job> = jobs(model, speed, &profiles, demands)
+        .into_iter()
+        .map(|j| Job {
+            demand: j.demand * scale,
+            ..j
+        })
+        .collect();
+    Problem::new(model, profiles, jobs, Some(gpus)).ok()
+}
+
+/// The largest scale in [2^-30, 2^30] at which `at` answers, with its
+/// answer: from 1 the scale is doubled (or halved) until `at` stops (or
+/// starts) answering, then bisected [`BISECTIONS`] times. `None` when it
+/// answers at no scale tried.
+fn largest<T>(mut at: impl FnMut(f64) -> Option<T>) -> Option<(f64, T)> {
+    let (mut lo, hi) = match at(1.0) {
+        Some(first) => {
+            let mut lo = (1.0, first);
             let mut hi = None;
             for _ in 0..MAX_DOUBLINGS {
                 let s = lo.0 * 2.0;
@@ -130,8 +118,10 @@ pub fn plan(
                     }
                 }
             }
-            // Serving any multiple: the demands are negligible.
-            (lo, hi?)
+            match hi {
+                Some(hi) => (lo, hi),
+                None => return Some(lo),
+            }
         }
         None => {
             let mut hi = 1.0;
@@ -149,6 +139,7 @@ pub fn plan(
             (lo?, hi)
         }
     };
+    let mut hi = hi;
     for _ in 0..BISECTIONS {
         let mid = (lo.0 + hi) / 2.0;
         match at(mid) {
@@ -156,10 +147,60 @@ pub fn plan(
             None => hi = mid,
         }
     }
+    Some(lo)
+}
+
+/// The plan of `gpus` GPUs of `model` (at `speed`) for the largest multiple
+/// of `demands` they can serve ([`largest`]). `None` when there is nothing
+/// to plan, or no multiple fits (more applications than the GPUs hold
+/// instances).
+pub fn plan(
+    model: &'static GpuModel,
+    speed: f64,
+    gpus: u32,
+    demands: &[AppDemand],
+    options: &Options,
+) -> Option<Planned> {
+    if gpus == 0 {
+        return None;
+    }
+    let (scale, configurations) = largest(|scale| {
+        let p = problem(model, speed, gpus, demands, scale)?;
+        let outcome = solve(&p, options, &mut |_| {}).ok()?;
+        Some(
+            outcome
+                .plan
+                .gpus
+                .into_iter()
+                .map(|g| g.configuration)
+                .collect(),
+        )
+    })?;
     Some(Planned {
-        configurations: lo.1,
-        scale: lo.0,
+        configurations,
+        scale,
     })
+}
+
+/// The largest multiple of `demands` that GPUs of `model` (at `speed`)
+/// configured as `now` serve, their instances handed to the applications
+/// at best (the planner's exact re-assignment); 0 when they serve none.
+pub fn served(
+    model: &'static GpuModel,
+    speed: f64,
+    demands: &[AppDemand],
+    now: &[Configuration],
+) -> f64 {
+    largest(|scale| {
+        let p = problem(model, speed, now.len() as u32, demands, scale)?;
+        let supply: Vec<u32> = p
+            .profiles
+            .iter()
+            .map(|b| now.iter().map(|c| c.count(b.id)).sum())
+            .collect();
+        reassign(&p, &supply)
+    })
+    .map_or(0.0, |(scale, _)| scale)
 }
 
 /// The layout a GPU of `model` is asked for to hold `configuration`:
@@ -264,6 +305,41 @@ mod tests {
             .map(|k| demand(&format!("app{k}"), false, 1.0, 4.0))
             .collect();
         assert_eq!(plan(a100, 7.0, 2, &many, &Options::default()), None);
+    }
+
+    /// examples/host-mig-shift.toml's layouts (3g.20gb + 4 x 1g.5gb on each
+    /// of two A100s at speed 7) against its trace's two mixes: resnet50
+    /// (4 GB) 8 units/s with bert-large (15 GB) 2, they serve 11/8 of it
+    /// (resnet50 on the eight 1g and one 3g, 11; bert-large on the other
+    /// 3g, 3); reversed, 3/4 (bert-large fits the two 3g only, 6 of 8). A
+    /// plan serves 11/8 of the reversed mix (bert-large on 7 + 4 units,
+    /// resnet50 on 3).
+    #[test]
+    fn the_shift_scenario_is_served_and_planned_as_computed_by_hand() {
+        let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+        let t = a100.mig.unwrap();
+        let p = |n: &str| t.profile_named(n).unwrap();
+        let fixed = Configuration::from_profiles(vec![
+            p("3g.20gb"),
+            p("1g.5gb"),
+            p("1g.5gb"),
+            p("1g.5gb"),
+            p("1g.5gb"),
+        ]);
+        let now = [fixed.clone(), fixed];
+        let first = [
+            demand("resnet50", false, 8.0, 4.0),
+            demand("bert-large", false, 2.0, 15.0),
+        ];
+        let second = [
+            demand("resnet50", false, 2.0, 4.0),
+            demand("bert-large", false, 8.0, 15.0),
+        ];
+        assert_eq!(served(a100, 7.0, &first, &now), 1.375);
+        assert_eq!(served(a100, 7.0, &second, &now), 0.75);
+        let planned = plan(a100, 7.0, 2, &second, &Options::default()).unwrap();
+        assert_eq!(planned.scale, 1.375);
+        assert_eq!(served(a100, 7.0, &second, &planned.configurations), 1.375);
     }
 
     #[test]
