@@ -217,6 +217,20 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
     );
     assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
     assert_eq!(layout(&d, 0).state, "draining");
+    let online = |d: &Daemon| {
+        d.busctl_json(&[
+            "get-property",
+            crate::daemon::AGENT[0],
+            "/org/gpuagent/Agent1/gpu/0",
+            "org.gpuagent.Device1",
+            "Online",
+        ])["data"]
+            .as_bool()
+            .unwrap()
+    };
+    wait_for("GPU 0's object to say it is offline", LIMIT, || {
+        (!online(&d)).then_some(())
+    });
     // GPU 0 takes no new task while it drains.
     let other = d.submit(&spec(10.0, 1.0, 1e6, 1.0)).unwrap();
     assert_ne!(
@@ -232,6 +246,9 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
         ("stable", "cancelled; the layout is unchanged")
     );
     assert_eq!(export(&d), before);
+    wait_for("GPU 0's object to say it is online", LIMIT, || {
+        online(&d).then_some(())
+    });
 
     // A drain limited to 0.5 s with the task still running: failed, named.
     let opts = options(&[("timeout_s", Value::from(0.5))]);

@@ -190,6 +190,7 @@ impl Engine {
             })?;
         self.mig.under_way.remove(&gpu);
         self.apply(actions, round);
+        self.show_online(gpu, round);
         self.mig_state(
             gpu,
             STABLE,
@@ -249,7 +250,22 @@ impl Engine {
                 drained_at: None,
             },
         );
+        self.show_online(gpu, round);
         self.mig_state(gpu, DRAINING, message, round);
+    }
+
+    /// Tells the bus objects of GPU `gpu`'s devices whether they take work
+    /// (a drain took them offline, a cancel brought them back).
+    fn show_online(&self, gpu: u32, round: &mut Round) {
+        for device in self.core.devices_of_gpu(gpu) {
+            if let Some(health) = self.health.get(device as usize) {
+                round.notice(Notice::DeviceHealth {
+                    device,
+                    online: self.core.online(device),
+                    health: health.clone(),
+                });
+            }
+        }
     }
 
     /// GPU `gpu` is drained (`ApplyMigLayout`): the change is stored as
@@ -284,6 +300,7 @@ impl Engine {
                 .expect("a draining change can be cancelled");
             self.mig.under_way.remove(&gpu);
             self.apply(actions, round);
+            self.show_online(gpu, round);
             let message = format!(
                 "the drain timed out with task(s) {} still running; the layout is unchanged",
                 waits.join(", ")
