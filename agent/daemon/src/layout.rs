@@ -14,9 +14,13 @@
 //!   is adopted, with a warning; the stored instances are retired and the
 //!   GPU's instances take new indices.
 //!
+//! A GPU whose layout change a stop interrupted is taken as it is: the
+//! change resumes when the engine starts (`engine/mig_apply.rs`).
+//!
 //! [`Target`] says where a device's work goes on the backend: the physical
 //! GPU, and for a MIG instance its GPU and compute instance and `MIG-` UUID.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
 use gpu_agent_backend::{BackendError, GpuBackend, MigDevice};
@@ -278,11 +282,14 @@ fn actual(
 /// MIG layouts stand, after the restart rules of the [module](self)
 /// documentation against the `stored` slots; and the slots to store when
 /// they differ from `stored`. Re-making a lost layout is the only change
-/// made to a GPU.
+/// made to a GPU. A GPU of `changing` (a stored layout change resumes
+/// once the engine starts) is taken as it is, without a warning: the
+/// change makes its layout.
 pub fn discover(
     backend: &dyn GpuBackend,
     mut gpus: Vec<DeviceSpec>,
     stored: Option<&str>,
+    changing: &BTreeSet<u32>,
 ) -> Result<(Vec<DeviceSpec>, Option<String>), BackendError> {
     let tables: Vec<Option<&'static MigTable>> = gpus.iter().map(|g| g.model.mig).collect();
     let mut slots = match stored.map(|text| decode(text, &tables)) {
@@ -305,7 +312,8 @@ pub fn discover(
             .map(|s| (s.profile, s.start))
             .collect();
         want.sort_by_key(|(p, start)| (*start, p.id));
-        if !want.is_empty() && found.as_ref().is_some_and(Vec::is_empty) {
+        let resumes = changing.contains(&g);
+        if !resumes && !want.is_empty() && found.as_ref().is_some_and(Vec::is_empty) {
             log::warn!(
                 "GPU {g} has MIG on and no instance (a reboot?): making its stored layout {} again",
                 describe(&want)
@@ -320,7 +328,12 @@ pub fn discover(
         }
         let have = found.clone().unwrap_or_default();
         if have != want {
-            if !want.is_empty() {
+            if resumes {
+                log::info!(
+                    "GPU {g}: a MIG layout change resumes; its devices are {} until it is made",
+                    describe(&have)
+                );
+            } else if !want.is_empty() {
                 log::warn!(
                     "GPU {g}: stored MIG layout {}, found {}: adopting what the GPU has (changed out of band); the stored instances are retired",
                     describe(&want),
@@ -410,7 +423,7 @@ mod tests {
     #[test]
     fn a_split_gpu_gives_devices_after_the_gpus_and_its_slots_are_stored() {
         let (mock, gpus) = host("mig = [\"3g.20gb@4\", \"2g.10gb@0\"]");
-        let (devices, stored) = discover(&*mock, gpus, None).unwrap();
+        let (devices, stored) = discover(&*mock, gpus, None, &BTreeSet::new()).unwrap();
         assert_eq!(
             labels(&devices),
             ["0", "1 split 2", "2", "1/mig/2g.10gb@0", "1/mig/3g.20gb@4"]
@@ -428,7 +441,7 @@ mod tests {
         );
         // Again on the same GPUs: adopted as stored, nothing to store.
         let (_, gpus) = host("");
-        let (again, changed) = discover(&*mock, gpus, Some(&stored)).unwrap();
+        let (again, changed) = discover(&*mock, gpus, Some(&stored), &BTreeSet::new()).unwrap();
         assert_eq!(again, devices);
         assert_eq!(changed, None);
     }
@@ -436,11 +449,12 @@ mod tests {
     #[test]
     fn lost_instances_are_made_again_at_their_indices() {
         let (mock, gpus) = host("mig = [\"4g.20gb\", \"3g.20gb\"]");
-        let (devices, stored) = discover(&*mock, gpus, None).unwrap();
+        let (devices, stored) = discover(&*mock, gpus, None, &BTreeSet::new()).unwrap();
         // A reboot: MIG still on, no instance.
         let (rebooted, gpus) = host("mig = []");
         assert!(rebooted.gpu_instances(1).unwrap().is_empty());
-        let (again, changed) = discover(&*rebooted, gpus, stored.as_deref()).unwrap();
+        let (again, changed) =
+            discover(&*rebooted, gpus, stored.as_deref(), &BTreeSet::new()).unwrap();
         assert_eq!(again, devices);
         assert_eq!(changed, None);
         let made: Vec<u32> = rebooted
@@ -455,9 +469,10 @@ mod tests {
     #[test]
     fn a_layout_changed_out_of_band_is_adopted_at_new_indices() {
         let (mock, gpus) = host("mig = [\"4g.20gb\", \"3g.20gb\"]");
-        let (_, stored) = discover(&*mock, gpus, None).unwrap();
+        let (_, stored) = discover(&*mock, gpus, None, &BTreeSet::new()).unwrap();
         let (changed_mock, gpus) = host("mig = [\"7g.40gb\"]");
-        let (devices, changed) = discover(&*changed_mock, gpus, stored.as_deref()).unwrap();
+        let (devices, changed) =
+            discover(&*changed_mock, gpus, stored.as_deref(), &BTreeSet::new()).unwrap();
         assert_eq!(
             labels(&devices),
             [
@@ -476,7 +491,7 @@ mod tests {
         );
         // MIG turned off: the GPU is whole again, every slot retired.
         let (off, gpus) = host("");
-        let (devices, changed) = discover(&*off, gpus, Some(&stored)).unwrap();
+        let (devices, changed) = discover(&*off, gpus, Some(&stored), &BTreeSet::new()).unwrap();
         assert_eq!(devices.len(), 6);
         assert!(devices[1].schedulable());
         assert!(devices[3..].iter().all(|d| !d.schedulable()));
@@ -490,9 +505,33 @@ mod tests {
     fn slots_stored_for_another_host_are_dropped() {
         let (mock, gpus) = host("mig = [\"7g.40gb\"]");
         for stored in ["gpus 2\n", "garbage", "gpus 3\n0 7g.40gb 0 current\n"] {
-            let (devices, changed) = discover(&*mock, gpus.clone(), Some(stored)).unwrap();
+            let (devices, changed) =
+                discover(&*mock, gpus.clone(), Some(stored), &BTreeSet::new()).unwrap();
             assert_eq!(labels(&devices), ["0", "1 split 0", "2", "1/mig/7g.40gb@0"]);
             assert_eq!(changed.unwrap(), "gpus 3\n1 7g.40gb 0 current\n");
         }
+    }
+
+    #[test]
+    fn a_gpu_whose_change_resumes_is_taken_as_it_is() {
+        let (mock, gpus) = host("mig = [\"4g.20gb\", \"3g.20gb\"]");
+        let (_, stored) = discover(&*mock, gpus, None, &BTreeSet::new()).unwrap();
+        // Killed mid-apply with the instances destroyed: nothing is made
+        // again, the change (resumed by the engine) makes the new layout.
+        let (cleared, gpus) = host("mig = []");
+        let changing = BTreeSet::from([1]);
+        let (devices, changed) = discover(&*cleared, gpus, stored.as_deref(), &changing).unwrap();
+        assert!(cleared.gpu_instances(1).unwrap().is_empty());
+        assert_eq!(
+            labels(&devices),
+            [
+                "0",
+                "1 split 7",
+                "2",
+                "1/mig/4g.20gb@0 retired",
+                "1/mig/3g.20gb@4 retired"
+            ]
+        );
+        assert!(changed.is_some());
     }
 }

@@ -149,8 +149,18 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     };
     let mut store = Store::open(&cfg.state_dir)?;
     let n_gpus = gpus.len() as u32;
-    let (devices, to_store) =
-        layout::discover(&*backend, gpus, store.meta(layout::META_KEY)?.as_deref())?;
+    let mut changing = std::collections::BTreeSet::new();
+    for gpu in 0..n_gpus {
+        if engine::mig_change_resumes(&store, gpu)? {
+            changing.insert(gpu);
+        }
+    }
+    let (devices, to_store) = layout::discover(
+        &*backend,
+        gpus,
+        store.meta(layout::META_KEY)?.as_deref(),
+        &changing,
+    )?;
     if let Some(text) = to_store {
         store.write(&[store::Op::SetMeta(layout::META_KEY.into(), text)])?;
         store.sync()?;

@@ -24,7 +24,7 @@ use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
 use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
-use crate::store::{Op, StoreError};
+use crate::store::{Op, Store, StoreError};
 
 /// A change under way: the GPU's devices take no work; tasks still run.
 const DRAINING: &str = "draining";
@@ -40,6 +40,19 @@ const FAILED: &str = "failed";
 /// Where GPU `gpu`'s MIG change is stored.
 fn meta_key(gpu: u32) -> String {
     format!("mig.{gpu}")
+}
+
+/// Whether GPU `gpu` has a stored change that resumes at start
+/// ([`Engine::resume_mig_changes`]): the startup adoption (`crate::layout`)
+/// then takes the GPU as it is, half-made or not, and leaves it to the
+/// change.
+pub fn resumes(store: &Store, gpu: u32) -> Result<bool, StoreError> {
+    let Some(text) = store.meta(&meta_key(gpu))? else {
+        return Ok(false);
+    };
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let state = record["state"].as_str().unwrap_or_default();
+    Ok([DRAINING, APPLYING, RESET_REQUIRED].contains(&state))
 }
 
 /// `3g.20gb@0, 3g.20gb@4`, or `MIG off`.

@@ -65,7 +65,7 @@ use table::TaskTable;
 use tokens::ClientTokens;
 
 pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
-pub use mig_apply::{MigOptions, MigTarget, STABLE as MIG_STABLE};
+pub use mig_apply::{resumes as mig_change_resumes, MigOptions, MigTarget, STABLE as MIG_STABLE};
 pub use time::Timebase;
 
 /// How a request is answered.
