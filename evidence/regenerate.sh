@@ -2,7 +2,8 @@
 # Regenerates evidence/report.md and its SVG charts: every shipped policy on
 # (a) random heterogeneous instances, (b) a slice of the Alibaba GPU trace and
 # (c) the published SOS workload, through `gpuctl simulate`; (d) MIG plans
-# of random instances and the worked example, through `gpuctl mig plan`.
+# of random instances and the worked example, through `gpuctl mig plan`;
+# (e) the mig-plan policy on a shifting mix, through `gpuctl simulate`.
 #
 #   evidence/regenerate.sh            # from the repository root or anywhere
 #
@@ -91,6 +92,9 @@ fi
 
 say "MIG planning: random instances and the worked example"
 python3 "$OUT/mig_plan.py" "$GPUCTL" "$work" "$work/mig-plan.md"
+
+say "MIG layouts planned from observed demand: mig-plan on a shifting mix"
+python3 "$OUT/mig_shift.py" "$GPUCTL" "$work" "$work/mig-shift.md"
 
 say "writing $OUT/report.md"
 python3 "$OUT/report.py" "$work" "$OUT/report.md" "${SEEDS[*]}" "${ALIBABA_SLICE[*]}" "$REPEAT"

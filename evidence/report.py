@@ -191,6 +191,11 @@ def main():
         with open(mig) as f:
             w(f.read())
 
+    shift = os.path.join(work, "mig-shift.md")
+    if os.path.exists(shift):
+        with open(shift) as f:
+            w(f.read())
+
     with open(report, "w") as f:
         f.write("\n".join(out))
 
