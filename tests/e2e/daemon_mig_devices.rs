@@ -86,7 +86,11 @@ fn mig_path(start: u32) -> String {
 
 #[test]
 fn daemon_mig_devices_are_listed_run_tasks_and_keep_their_indices() {
-    let mut d = start(r#"["3g.20gb@0", "3g.20gb@4"]"#);
+    let mut d = Daemon::start_with(Settings {
+        host: Some(host(r#"["3g.20gb@0", "3g.20gb@4"]"#)),
+        config: Some("idle_clocks = \"min\"\n".into()),
+        ..Settings::default()
+    });
 
     // GPU 0 is split: not schedulable; its instances are devices 2 and 3.
     assert_eq!(
@@ -137,6 +141,18 @@ fn daemon_mig_devices_are_listed_run_tasks_and_keep_their_indices() {
     let uuid = if device == 2 { &uuid0 } else { &uuid4 };
     assert!(device == 2 || device == 3, "device {device}");
     assert_eq!(seen, format!("cvd={uuid}\n"));
+    // Clocks are the physical GPU's: the idle lock takes the whole T4, never
+    // the split A100 (its instances share its clocks) nor an instance.
+    let idle_locked = |gpu: u32| {
+        d.stderr()
+            .lines()
+            .filter(|l| l.contains(&format!("GPU {gpu} ")) || l.contains(&format!("GPU {gpu}'s")))
+            .any(|l| l.contains("idle"))
+    };
+    assert!(idle_locked(1), "{}", d.stderr());
+    for gpu in [0, 2, 3] {
+        assert!(!idle_locked(gpu), "{}", d.stderr());
+    }
     // A gang never spans MIG devices: two 17 GB GPUs exist only as instances.
     let mut gang = spec(6.0, 17.0, 600.0, 1.0);
     gang.gpus = 2;

@@ -433,6 +433,9 @@ mod tests {
         // speed 7 × 3/7; the backend's memory.
         assert_eq!(devices[4].speed, 3.0);
         assert_eq!(devices[4].memory_gb, 19.5);
+        // A run there is charged 3/7 of the GPU's energy; a whole GPU's, all.
+        assert_eq!(Target::energy_share(&devices[4]), 3.0 / 7.0);
+        assert_eq!(Target::energy_share(&devices[2]), 1.0);
         let t = Target::read(&*mock, &devices[4]);
         assert!(t.uuid.starts_with("MIG-"), "{}", t.uuid);
         assert_eq!(

@@ -215,8 +215,10 @@ impl Engine {
     fn occupy(&mut self, mut info: TaskInfo, round: &mut Round) {
         let id = info.id.clone();
         let (locked, shown) = self.adopted_clocks(&info).unzip();
-        // Default clocks are not locked: nothing to restore.
-        let locked = locked.filter(|&c| c != Clocks::DEFAULT);
+        // Default clocks are not locked: nothing to restore. Nor are a MIG
+        // instance's: they are its GPU's, shared with its siblings.
+        let locked = locked
+            .filter(|&c| c != Clocks::DEFAULT && info.devices.iter().all(|&d| self.is_whole(d)));
         let clocks_set = locked.is_some();
         info.clocks = shown;
         let energy_at_start = info
