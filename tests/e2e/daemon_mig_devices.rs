@@ -220,6 +220,65 @@ fn daemon_mig_devices_are_listed_run_tasks_and_keep_their_indices() {
     assert!(!out.status.success(), "the retired instance has no object");
     let (device, _) = run_on_instance(&d);
     assert_eq!(device, 4);
+
+    // A change through the agent: the new instances' objects come at the
+    // next indices, the retired one's object goes.
+    apply(&d, "mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}");
+    assert_eq!(
+        layout(&d),
+        [
+            (0, "".into(), 0, false),
+            (1, "".into(), 0, true),
+            (5, "3g.20gb".into(), 0, true),
+            (6, "3g.20gb".into(), 4, true),
+        ]
+    );
+    assert_eq!(property(&d, &mig_path(4), "Index"), 6);
+    let (device, seen) = run_on_instance(&d);
+    let uuid = property(&d, &mig_path(if device == 5 { 0 } else { 4 }), "Uuid");
+    assert_eq!(seen, format!("cvd={}\n", uuid.as_str().unwrap()));
+    // MIG off: GPU 0 is whole and schedulable at once, its instances gone;
+    // a restart keeps it so, every slot retired.
+    apply(&d, "mig-enabled: false");
+    assert_eq!(property(&d, gpu0, "Schedulable"), true);
+    assert_eq!(property(&d, gpu0, "MigEnabled"), false);
+    assert_eq!(
+        layout(&d),
+        [(0, "".into(), 0, true), (1, "".into(), 0, true)]
+    );
+    d.terminate();
+    // The mock's GPUs do not outlive the daemon: the host file says what
+    // GPU 0 is now.
+    std::fs::write(
+        d.host_path(),
+        "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
+    )
+    .unwrap();
+    d.restart();
+    assert_eq!(
+        layout(&d),
+        [(0, "".into(), 0, true), (1, "".into(), 0, true)]
+    );
+    assert!(!d.stderr().contains("found MIG off"), "{}", d.stderr());
+}
+
+/// `ApplyMigConfig` of GPU 0 as `entry` (the YAML after `devices: [0]`),
+/// waiting until the change is made.
+fn apply(d: &Daemon, entry: &str) {
+    let yaml = format!("version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      {entry}\n");
+    let proxy = d.proxy();
+    let changing = d
+        .block_on(async move { proxy.apply_mig_config(&yaml, "a", Default::default()).await })
+        .expect("ApplyMigConfig");
+    assert_eq!(changing, [0]);
+    wait_for("GPU 0's change to be made", LIMIT, || {
+        let proxy = d.proxy();
+        let dict = d
+            .block_on(async move { proxy.get_mig_layout(0).await })
+            .expect("GetMigLayout");
+        let state = gpu_agent_dbus::MigLayout::from_dict(&dict).unwrap().state;
+        (state == "stable").then_some(())
+    });
 }
 
 #[test]

@@ -256,16 +256,18 @@ pub async fn set_health(
     Ok(())
 }
 
-/// Sets whether a device can take work at all (a GPU split or made whole
-/// again) and signals it.
-pub async fn set_schedulable(
-    object: &InterfaceRef<DeviceObject>,
-    schedulable: bool,
-) -> zbus::Result<()> {
+/// Sets whether a GPU can take work at all, and whether MIG is on, after
+/// it was split or made whole again, and signals them.
+pub async fn set_split(object: &InterfaceRef<DeviceObject>, split: bool) -> zbus::Result<()> {
     let mut dev = object.get_mut().await;
-    if dev.status.schedulable != schedulable {
-        dev.status.schedulable = schedulable;
-        dev.schedulable_changed(object.signal_emitter()).await?;
+    let emitter = object.signal_emitter();
+    if dev.status.schedulable == split {
+        dev.status.schedulable = !split;
+        dev.schedulable_changed(emitter).await?;
+    }
+    if dev.status.mig_enabled != split {
+        dev.status.mig_enabled = split;
+        dev.mig_enabled_changed(emitter).await?;
     }
     Ok(())
 }

@@ -553,7 +553,7 @@ async fn relayout(
         }
     }
     if let Some(s) = objects.get_mut(&gpu.index) {
-        devices::set_schedulable(&s.object, gpu.schedulable()).await?;
+        devices::set_split(&s.object, !gpu.schedulable()).await?;
         s.spec = gpu;
     }
     Ok(())
