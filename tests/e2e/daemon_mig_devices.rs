@@ -329,3 +329,56 @@ fn daemon_mig_kill_9_then_restart_keeps_every_acknowledged_task_once() {
         .iter()
         .any(|t| t.state == TaskStatus::Succeeded && t.devices.iter().any(|&x| x >= 2)));
 }
+
+/// (Online, Health) of the object at `path`.
+fn health(d: &Daemon, path: &str) -> (bool, String) {
+    (
+        property(d, path, "Online").as_bool().unwrap(),
+        property(d, path, "Health").as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn daemon_mig_a_split_gpu_that_fails_takes_its_instances_offline() {
+    let d = start(r#"["3g.20gb@0", "3g.20gb@4"]"#);
+    let gpu0 = "/org/gpuagent/Agent1/gpu/0";
+    // Its instances are the devices an admin brings online, not the GPU.
+    let out = gpuctl(&d, &["devices", "online", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("device 0 takes no work (its GPU is split into MIG instances)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A long task on an instance (17 GB: the T4 cannot hold it).
+    let mut s = spec(1e6, 17.0, 1e7, 1.0);
+    s.command = vec!["/bin/sh".into(), "-c".into(), "sleep 600".into()];
+    let id = d.submit(&s).expect("Submit");
+    let running = d.wait_state(&id, TaskStatus::Running, LIMIT);
+    let device = running.devices[0];
+    assert!(device == 2 || device == 3, "{running:?}");
+
+    // GPU 0 falls off the bus: both instances go offline, the task fails.
+    let out = gpuctl(&d, &["mock", "inject", "0", "lost"]);
+    assert!(out.status.success());
+    let failed = d.wait_state(&id, TaskStatus::Failed, LIMIT);
+    assert_eq!(
+        failed.reason.as_deref(),
+        Some(format!("GPU {device} went offline (lost)").as_str())
+    );
+    for start in [0, 4] {
+        wait_for("the instances offline", LIMIT, || {
+            (health(&d, &mig_path(start)) == (false, "lost".into())).then_some(())
+        });
+    }
+    assert_eq!(health(&d, gpu0), (false, "mig".into()));
+    // An instance comes back only once its GPU answers again.
+    let out = gpuctl(&d, &["devices", "online", "2"]);
+    assert!(!out.status.success());
+    assert!(gpuctl(&d, &["mock", "repair", "0"]).status.success());
+    assert!(gpuctl(&d, &["devices", "online", "2"]).status.success());
+    assert_eq!(health(&d, &mig_path(0)), (true, "ok".into()));
+    assert_eq!(health(&d, &mig_path(4)), (false, "lost".into()));
+}
