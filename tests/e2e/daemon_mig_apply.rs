@@ -182,7 +182,7 @@ fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
             config(SPLIT_0),
             options(&[("retries", Value::from(3u32))]),
             "InvalidArgument",
-            "unknown option \"retries\"",
+            "unknown option \"retries\"; ApplyMigConfig takes on_busy, timeout_s and reject_stranded",
         ),
     ];
     for (yaml, opts, name, wanted) in cases {
@@ -387,5 +387,52 @@ fn daemon_mig_apply_resumes_after_kill9_during_drain_or_apply() {
     assert_eq!(
         (l.state.as_str(), instances(&l)),
         ("stable", vec!["7g.40gb@0".to_string()])
+    );
+}
+
+#[test]
+fn daemon_mig_apply_refuses_to_strand_waiting_tasks_unless_asked() {
+    let d = Daemon::start();
+    // 35 GB: only the A100s (40 GB) hold it, and no 3g.20gb (19.5 GB).
+    let ids: Vec<String> = (0..3)
+        .map(|_| d.submit(&spec(100.0, 35.0, 1e6, 1.0)).unwrap())
+        .collect();
+    d.wait_state(&ids[0], TaskStatus::Running, LIMIT);
+    d.wait_state(&ids[1], TaskStatus::Running, LIMIT);
+    let both = config(
+        "    - devices: [0, 1]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n",
+    );
+    let before = export(&d);
+    let (name, message) = dbus_error(apply(&d, &both, Dict::new()));
+    assert_eq!(name, "org.gpuagent.Agent1.Error.Unschedulable", "{message}");
+    assert!(
+        message.contains(&format!(
+            "task {} (1 GPU(s) of 35 GB) would fit no device with GPU 0 as 3g.20gb@0, 3g.20gb@4 and GPU 1 as 3g.20gb@0, 3g.20gb@4",
+            ids[2]
+        )),
+        "{message}"
+    );
+    assert_eq!(export(&d), before);
+    assert_eq!(layout(&d, 0).state, "stable");
+    // Asked to: the change goes ahead, the waiting task is rejected naming
+    // it, the running ones finish.
+    let opts = options(&[("reject_stranded", Value::from(true))]);
+    assert_eq!(apply(&d, &both, opts), Ok(vec![0, 1]));
+    for gpu in [0, 1] {
+        assert_eq!(settled(&d, gpu).state, "stable");
+    }
+    let ended = d.wait_all_ended(LIMIT);
+    for t in &ended {
+        let want = if t.id == ids[2] {
+            TaskStatus::Rejected
+        } else {
+            TaskStatus::Succeeded
+        };
+        assert_eq!(t.state, want, "{} {:?}", t.id, t.reason);
+    }
+    let reason = d.task(&ids[2]).reason.unwrap_or_default();
+    assert!(
+        reason.contains("MIG layout changed to 3g.20gb@0, 3g.20gb@4"),
+        "{reason}"
     );
 }

@@ -69,6 +69,10 @@ struct ApplyArgs {
     /// fails and it keeps its layout.
     #[arg(long, value_name = "S", default_value_t = 0.0)]
     timeout: f64,
+    /// Go ahead when waiting tasks would fit no device afterwards: they are
+    /// rejected (without it such a change is refused, nothing changed).
+    #[arg(long)]
+    reject_stranded: bool,
     /// Print one JSON object per step (`gpu`, `state`, `message`).
     #[arg(long)]
     json: bool,
@@ -298,6 +302,10 @@ fn apply(args: ApplyArgs) -> Result<()> {
     let options: gpu_agent_dbus::Dict = [
         ("on_busy".to_string(), owned(Value::from(on_busy))),
         ("timeout_s".to_string(), owned(Value::from(args.timeout))),
+        (
+            "reject_stranded".to_string(),
+            owned(Value::from(args.reject_stranded)),
+        ),
     ]
     .into();
     let failed = block_on(async {

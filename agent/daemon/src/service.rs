@@ -483,12 +483,14 @@ fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
 }
 
 /// `ApplyMigConfig`'s options: `on_busy` (`wait`, the default, or
-/// `refuse`) and `timeout_s` (seconds a drain may take; 0, the default: no
-/// limit).
+/// `refuse`), `timeout_s` (seconds a drain may take; 0, the default: no
+/// limit) and `reject_stranded` (false, the default: refuse a change that
+/// leaves waiting tasks without a device).
 fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, AgentError> {
     let mut out = MigOptions {
         on_busy: OnBusy::Wait,
         timeout_s: 0.0,
+        reject_stranded: false,
     };
     for (key, value) in options {
         match key.as_str() {
@@ -513,9 +515,16 @@ fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, Agen
                     }
                 }
             }
+            "reject_stranded" => {
+                out.reject_stranded = bool::try_from(value).map_err(|_| {
+                    AgentError::InvalidArgument(format!(
+                        "option reject_stranded: expected a boolean (b), got {value:?}"
+                    ))
+                })?
+            }
             other => {
                 return Err(AgentError::InvalidArgument(format!(
-                    "unknown option {other:?}; ApplyMigConfig takes on_busy and timeout_s"
+                    "unknown option {other:?}; ApplyMigConfig takes on_busy, timeout_s and reject_stranded"
                 )))
             }
         }

@@ -6,9 +6,10 @@
 
 use std::fmt;
 
-use gpu_agent_plugin_api::{Event, TaskKey};
+use gpu_agent_plugin_api::{Device, Event, TaskKey};
 
-use super::{Action, Busy, Core, Repartition, RepartitionError};
+use super::{slot_view, Action, Busy, Core, Repartition, RepartitionError, Slot};
+use crate::host::{DeviceSpec, Partition};
 use crate::placement::{Layout, Request};
 
 /// What [`Core::begin_mig_change`] does when the GPU runs or holds tasks.
@@ -140,6 +141,94 @@ impl Core {
         }
         self.dispatch(&mut actions);
         Ok(actions)
+    }
+
+    /// The waiting tasks (pending, or queued on a changing GPU's devices,
+    /// which a drain sends back to pending) that no device set could hold
+    /// once each GPU of `changes` has its layout, in key order, each with
+    /// why; empty when the layouts change nothing. What a driver checks
+    /// before changes that should strand nothing (mig.md §6.2
+    /// `reject_stranded`); the changes themselves reject them
+    /// ([`Core::repartition`]).
+    pub fn stranded_by(
+        &self,
+        changes: &[(u32, Vec<Request>)],
+    ) -> Result<Vec<(TaskKey, String)>, RepartitionError> {
+        let mut targets = Vec::new();
+        for (gpu, layout) in changes {
+            let target = self.target_of(*gpu, layout)?;
+            if target != self.layout_of(*gpu) {
+                targets.push((*gpu, target));
+            }
+        }
+        if targets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let changing: Vec<u32> = targets
+            .iter()
+            .flat_map(|(gpu, _)| self.devices_of_gpu(*gpu))
+            .collect();
+        let mut specs: Vec<DeviceSpec> = self
+            .slots
+            .iter()
+            .filter(|s| s.spec.schedulable() && !changing.contains(&s.spec.index))
+            .map(|s| s.spec.clone())
+            .collect();
+        let mut next = self.slots.len() as u32;
+        for (gpu, target) in &targets {
+            let mut parent = self.slots[*gpu as usize].spec.clone();
+            if target.is_empty() {
+                parent.partition = Partition::Whole;
+                specs.push(parent);
+            } else {
+                specs.extend(parent.split(target, next));
+                next += target.len() as u32;
+            }
+        }
+        let after: Vec<Slot> = specs
+            .into_iter()
+            .map(|spec| Slot::new(spec, self.default_clocks))
+            .collect();
+        let mut waiting: Vec<TaskKey> = self.pending.as_slice().to_vec();
+        for &d in &changing {
+            waiting.extend_from_slice(self.slots[d as usize].live_queue());
+        }
+        waiting.sort_unstable();
+        waiting.dedup();
+        let described: Vec<String> = targets
+            .iter()
+            .map(|(gpu, t)| format!("GPU {gpu} as {}", super::repartition::describe(t)))
+            .collect();
+        let change = described.join(" and ");
+        Ok(waiting
+            .into_iter()
+            .filter(|&k| {
+                let task = &self.tasks[k as usize];
+                !task.gpu_counts().any(|g| {
+                    after
+                        .iter()
+                        .filter(|s| {
+                            task.fits_as(
+                                &Device {
+                                    online: true,
+                                    ..slot_view(s, self.now)
+                                },
+                                g,
+                            )
+                        })
+                        .count()
+                        >= g as usize
+                })
+            })
+            .map(|k| {
+                let task = &self.tasks[k as usize];
+                let why = format!(
+                    "task {} ({} GPU(s) of {} GB) would fit no device with {change}",
+                    task.id, task.gpus, task.mem_gb
+                );
+                (k, why)
+            })
+            .collect())
     }
 
     /// The change under way on GPU `gpu`, if any.

@@ -117,7 +117,7 @@ impl fmt::Display for RepartitionError {
 impl std::error::Error for RepartitionError {}
 
 /// How messages name a layout: `3g.20gb@0, 2g.10gb@4`, or `MIG off`.
-fn describe(layout: &[Instance]) -> String {
+pub(super) fn describe(layout: &[Instance]) -> String {
     if layout.is_empty() {
         return "MIG off".into();
     }

@@ -1608,3 +1608,51 @@ fn a_policy_request_that_is_invalid_or_not_allowed_is_a_fault_and_changes_nothin
         assert!(core.online(0));
     }
 }
+
+#[test]
+fn stranded_by_names_the_waiting_tasks_a_layout_would_leave_without_a_device() {
+    let (mut core, _, _) = by_name_core();
+    // 30 GB: only GPU 0 (whole, 40 GB) holds it; the policy leaves it
+    // pending (device 1 is split, never online).
+    let big = TaskSpec {
+        mem_gb: 30.0,
+        ..spec("big@1", 0.0, 1.0)
+    };
+    let (b, actions) = core.submit(0.0, big);
+    assert_eq!(rejection(&actions), None);
+    assert_eq!(core.pending(), &[b]);
+    assert_eq!(
+        core.stranded_by(&[(0, requests(&["3g.20gb", "3g.20gb"]))]),
+        Ok(vec![(
+            b,
+            "task big@1 (1 GPU(s) of 30 GB) would fit no device with GPU 0 as 3g.20gb@0, 3g.20gb@4"
+                .to_string()
+        )])
+    );
+    // GPU 1 whole again, or one 7g.40gb there: it still fits somewhere.
+    assert_eq!(core.stranded_by(&[(1, Vec::new())]), Ok(Vec::new()));
+    assert_eq!(
+        core.stranded_by(&[(1, requests(&["7g.40gb"]))]),
+        Ok(Vec::new())
+    );
+    // Together with GPU 0 split, GPU 1's 7g.40gb holds it.
+    assert_eq!(
+        core.stranded_by(&[
+            (0, requests(&["3g.20gb", "3g.20gb"])),
+            (1, requests(&["7g.40gb"]))
+        ]),
+        Ok(Vec::new())
+    );
+    // The layout GPU 1 has: nothing changes.
+    assert_eq!(
+        core.stranded_by(&[(1, requests(&["2g.10gb", "2g.10gb", "3g.20gb"]))]),
+        Ok(Vec::new())
+    );
+    assert_eq!(
+        core.stranded_by(&[(5, Vec::new())]),
+        Err(super::RepartitionError::NoSuchGpu(5))
+    );
+    // Asking changed nothing.
+    assert_eq!(core.pending(), &[b]);
+    assert!(core.mig_changes().is_empty());
+}

@@ -80,6 +80,9 @@ pub struct MigOptions {
     pub on_busy: OnBusy,
     /// Seconds a drain may take (0: no limit).
     pub timeout_s: f64,
+    /// Go ahead when waiting tasks would fit no device afterwards (they are
+    /// rejected then); without it such a change is refused.
+    pub reject_stranded: bool,
 }
 
 /// One GPU's change, as the engine follows it.
@@ -160,18 +163,37 @@ impl Engine {
                 }
             }
         }
-        let now = self.time.model_now();
-        let mut changing = Vec::new();
-        self.mig.timeout_s = options.timeout_s;
-        for t in targets {
-            let requests: Vec<Placed> = t
-                .layout
+        let placed = |layout: &[Instance]| -> Vec<Placed> {
+            layout
                 .iter()
                 .map(|i| Placed {
                     profile: i.profile,
                     start: Some(i.start),
                 })
+                .collect()
+        };
+        if !options.reject_stranded {
+            let changes: Vec<(u32, Vec<Placed>)> =
+                targets.iter().map(|t| (t.gpu, placed(&t.layout))).collect();
+            let stranded: Vec<String> = self
+                .core
+                .stranded_by(&changes)
+                .map_err(|e| AgentError::InvalidArgument(e.to_string()))?
+                .into_iter()
+                .map(|(_, why)| why)
                 .collect();
+            if !stranded.is_empty() {
+                return Err(AgentError::Unschedulable(format!(
+                    "{}; nothing changed (option reject_stranded = true changes the layout and rejects them)",
+                    stranded.join("; ")
+                )));
+            }
+        }
+        let now = self.time.model_now();
+        let mut changing = Vec::new();
+        self.mig.timeout_s = options.timeout_s;
+        for t in targets {
+            let requests = placed(&t.layout);
             let actions = self
                 .decide(|core| core.begin_mig_change(now, t.gpu, &requests, options.on_busy))
                 .map_err(|e| match e {
