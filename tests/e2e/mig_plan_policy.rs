@@ -254,3 +254,80 @@ fn a_bad_mig_delay_is_refused() {
         "{err}"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// mig-plan changing layouts quickly (a 5 s window, a plan every 2 s, a
+    /// change per GPU every 4 s, any gain) on random hosts whose A100s may be
+    /// split: no fault; every task runs once, on as many devices as it asked
+    /// for, or is rejected once; no device runs two tasks at once; each
+    /// device holds its task's memory; a gang never runs on a MIG instance;
+    /// the old instances of a changed GPU run nothing after the change.
+    #[test]
+    fn mig_plan_keeps_schedules_valid_while_it_changes_layouts(
+        inst in crate::validity::instance_with(true),
+    ) {
+        use proptest::prelude::*;
+        let plugin = crate::validity::registry().find("mig-plan").unwrap();
+        let params: Vec<(String, String)> = [
+            ("window_s", "5"),
+            ("period_s", "2"),
+            ("min_interval_s", "4"),
+            ("min_gain", "0"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let out = gpu_agent_sim::simulate(
+            &inst.host,
+            &inst.trace(),
+            plugin.instantiate(&params).unwrap(),
+            |_| {},
+        )
+        .unwrap();
+        prop_assert!(out.faults.is_empty(), "{:?}", out.faults);
+        let rejected: Vec<&str> = out.metrics.rejected.iter().map(|r| r.id.as_str()).collect();
+        let mut per_device: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+        for task in &inst.tasks {
+            let rows: Vec<_> = out.schedule.iter().filter(|r| r.id == task.id).collect();
+            let refused = rejected.iter().filter(|&&r| r == task.id).count();
+            prop_assert!(
+                (rows.is_empty() && refused == 1) || (!rows.is_empty() && refused == 0),
+                "{}: {} rows, rejected {} times", task.id, rows.len(), refused
+            );
+            if rows.is_empty() {
+                continue;
+            }
+            let n = rows.len() as u32;
+            prop_assert!(n == task.gpus || task.alt_gpus.contains(&n), "{} on {n}", task.id);
+            for r in &rows {
+                let d = &out.devices[r.gpu as usize];
+                prop_assert!(d.memory_gb >= task.mem_gb, "{} on {}", task.id, d.label());
+                prop_assert!(n == 1 || d.mig().is_none(), "gang {} on {}", task.id, d.label());
+                per_device.entry(r.gpu).or_default().push((r.start, r.end));
+            }
+        }
+        for (d, spans) in &mut per_device {
+            spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for w in spans.windows(2) {
+                prop_assert!(w[0].1 <= w[1].0 + 1e-9, "overlap on {d}: {:?}", w);
+            }
+        }
+        // A retired instance (an instance of a GPU whose later change made
+        // other devices) ran nothing after that change.
+        for c in &out.mig_changes {
+            for r in &out.schedule {
+                let d = &out.devices[r.gpu as usize];
+                let old = d.mig().is_some_and(|m| m.parent == c.gpu)
+                    && !c.devices.contains(&r.gpu)
+                    && r.gpu < c.devices.iter().copied().min().unwrap_or(u32::MAX);
+                prop_assert!(
+                    !(old && r.end > c.applied_s + 1e-9),
+                    "{} on {} ends at {} after GPU {}'s change at {}",
+                    r.id, d.label(), r.end, c.gpu, c.applied_s
+                );
+            }
+        }
+    }
+}

@@ -32,6 +32,18 @@ impl Gpu {
         self.model.mig.expect("only MIG-capable GPUs are followed")
     }
 
+    /// Whether any of its current devices (itself when whole, else its
+    /// instances) is online.
+    pub fn takes_tasks(&self, view: &View<'_>) -> bool {
+        if self.instances.is_empty() {
+            view.devices[self.index as usize].online
+        } else {
+            self.instances
+                .iter()
+                .any(|&d| view.devices[d as usize].online)
+        }
+    }
+
     /// Its configuration now, a whole GPU counting as the full-size
     /// profile (`7g.40gb` on an A100-40GB).
     pub fn configuration(&self, view: &View<'_>) -> Configuration {

@@ -132,9 +132,12 @@ impl MigPlan {
         let mut changes: Vec<(usize, Configuration)> = Vec::new();
         for target in unmatched.into_iter().take(room) {
             // The first other GPU that may change now.
+            // (Not one whose devices are all offline: failed, or changing at
+            // someone else's request; the agent refuses a second change.)
             let Some(i) = (0..group.len()).find(|&i| {
                 let asked = &self.asked[group[i]];
                 free[i]
+                    && self.layouts.gpus[group[i]].takes_tasks(view)
                     && asked.0.is_none()
                     && asked
                         .1
@@ -221,10 +224,12 @@ impl PolicyImpl for MigPlan {
         self.window.observe(view);
         self.layouts.observe(view);
         self.asked.resize(self.layouts.gpus.len(), (None, None));
-        // Forget changes applied, or given up on after min_interval_s.
+        // Forget changes made, or ended otherwise: the GPU's devices take
+        // tasks again without the layout asked for (cancelled, or failed and
+        // rolled back). While the agent drains or applies, they are offline.
         for (k, gpu) in self.layouts.gpus.iter().enumerate() {
             let done = self.asked[k].0.as_ref().is_some_and(|a| {
-                a.target == gpu.configuration(view) || now - a.at >= self.params.min_interval_s
+                a.target == gpu.configuration(view) || gpu.takes_tasks(view)
             });
             if done {
                 self.asked[k].0 = None;

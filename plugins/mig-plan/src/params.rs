@@ -24,7 +24,7 @@ pub const PARAMETERS: [ParamInfo; 8] = [
     ParamInfo::number(
         "min_interval_s",
         "600",
-        "at most one layout request per GPU in this many seconds; a request not seen applied within it is given up",
+        "at most one layout request per GPU in this many seconds",
     )
     .at_least(0.0),
     ParamInfo::number(
