@@ -228,9 +228,10 @@ impl PolicyImpl for MigPlan {
         // tasks again without the layout asked for (cancelled, or failed and
         // rolled back). While the agent drains or applies, they are offline.
         for (k, gpu) in self.layouts.gpus.iter().enumerate() {
-            let done = self.asked[k].0.as_ref().is_some_and(|a| {
-                a.target == gpu.configuration(view) || gpu.takes_tasks(view)
-            });
+            let done = self.asked[k]
+                .0
+                .as_ref()
+                .is_some_and(|a| a.target == gpu.configuration(view) || gpu.takes_tasks(view));
             if done {
                 self.asked[k].0 = None;
             }
