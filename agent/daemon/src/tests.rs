@@ -508,3 +508,129 @@ fn host_gpus() -> Vec<gpu_agent_migconfig::HostGpu> {
         })
         .collect()
 }
+
+/// The next `MigChanged` of GPU `gpu` in a settled state (`stable`,
+/// `failed`, `reset-required`), as (state, message); the steps before it.
+async fn settled(
+    changes: &mut gpu_agent_dbus::MigChangedStream,
+    gpu: u32,
+) -> ((String, String), Vec<String>) {
+    let mut steps = Vec::new();
+    loop {
+        let signal = tokio::time::timeout(Duration::from_secs(30), changes.next())
+            .await
+            .expect("a MigChanged within 30 s")
+            .expect("the stream goes on");
+        let args = signal.args().unwrap();
+        if args.gpu != gpu {
+            continue;
+        }
+        let (state, message) = (args.state.to_string(), args.message.to_string());
+        if ["stable", "failed", "reset-required"].contains(&state.as_str()) {
+            return ((state, message), steps);
+        }
+        steps.push(format!("{state}: {message}"));
+    }
+}
+
+/// Every maximal A100-40GB layout's configuration (mig.md §2.4: 14 of
+/// them) applies through `ApplyMigConfig` on the mock, one after another,
+/// and the GPU then asserts true.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_maximal_a100_configuration_applies_through_apply_mig_config() {
+    use gpu_agent_core::{mig::A100_40GB, placement::Tree};
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server, _mock) = serve_mock(dir.path()).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    let profiles: Vec<_> = [19, 14, 9, 5, 0]
+        .iter()
+        .map(|&id| A100_40GB.profile(id).unwrap())
+        .collect();
+    let layouts = Tree::new(&A100_40GB, &profiles).maximal_layouts();
+    assert_eq!(layouts.len(), 19);
+    let mut previous = std::collections::BTreeMap::new();
+    let mut configurations = std::collections::BTreeSet::new();
+    for layout in &layouts {
+        let mut counts: std::collections::BTreeMap<&str, u32> = Default::default();
+        for i in layout {
+            *counts.entry(i.profile.name).or_default() += 1;
+        }
+        configurations.insert(counts.clone());
+        let devices: Vec<String> = counts
+            .iter()
+            .map(|(p, n)| format!("\"{p}\": {n}"))
+            .collect();
+        let yaml = format!(
+            "version: v1\nmig-configs:\n  plan:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {{{}}}\n",
+            devices.join(", ")
+        );
+        let changing = agent
+            .apply_mig_config(&yaml, "plan", Default::default())
+            .await
+            .unwrap();
+        // A layout with the previous one's configuration changes nothing.
+        let same = counts == previous;
+        previous = counts;
+        assert_eq!(changing, if same { vec![] } else { vec![0] }, "{yaml}");
+        if same {
+            continue;
+        }
+        let ((state, message), _) = settled(&mut changes, 0).await;
+        assert_eq!(state, "stable", "{yaml}{message}");
+        let (_, mismatches) = agent.assert_mig_config(&yaml, "plan").await.unwrap();
+        // Only GPU 1, which no entry selects, differs.
+        assert_eq!(mismatches, vec!["GPU 1: selected by no entry".to_string()]);
+    }
+    assert_eq!(configurations.len(), 14);
+}
+
+/// A drained GPU where a process the agent did not start runs is not
+/// changed until that process has gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drained_gpu_waits_for_processes_the_agent_did_not_start() {
+    use gpu_agent_backend::mock::MockProcess;
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server, mock) = serve_mock(dir.path()).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    mock.start_process(
+        0,
+        MockProcess {
+            pid: 4242,
+            used_bytes: 1 << 30,
+            app: gpu_agent_plugin_api::AppModel::builtin_default(),
+            mig: None,
+        },
+    )
+    .unwrap();
+    let yaml = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
+    assert_eq!(
+        agent
+            .apply_mig_config(yaml, "", Default::default())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    // It says what it waits for; the GPU keeps its mode meanwhile.
+    loop {
+        let signal = changes.next().await.unwrap();
+        let args = signal.args().unwrap();
+        if args.message.contains("pid 4242") {
+            assert_eq!(args.state, "applying");
+            assert_eq!(
+                args.message,
+                "to 3g.20gb@0, 3g.20gb@4; waiting for processes the agent did not start to leave the GPU (pid 4242)"
+            );
+            break;
+        }
+        assert_ne!(args.state, "stable", "{}", args.message);
+    }
+    assert!(!mock.mig_mode(0).unwrap().unwrap().current);
+    mock.end_process(0, 4242).unwrap();
+    let ((state, message), _) = settled(&mut changes, 0).await;
+    assert_eq!(state, "stable", "{message}");
+    assert!(
+        message.starts_with("3g.20gb@0, 3g.20gb@4 (drain "),
+        "{message}"
+    );
+    assert_eq!(mock.gpu_instances(0).unwrap().len(), 2);
+}

@@ -94,6 +94,12 @@ struct UnderWay {
     old_enabled: bool,
     began: Instant,
     drained_at: Option<Instant>,
+    /// The processes the agent did not start that the GPU waits for (pids).
+    foreign: Vec<u32>,
+    /// When the drain times out (model time).
+    deadline: Option<f64>,
+    /// When to look again for processes not the agent's (model time).
+    retry_at: Option<f64>,
 }
 
 /// The engine's MIG changes.
@@ -102,14 +108,21 @@ pub(super) struct MigChanges {
     under_way: std::collections::BTreeMap<u32, UnderWay>,
     /// Drain deadlines (model time), by GPU.
     deadlines: gpu_agent_core::agenda::Agenda<u32>,
+    /// When to look again at a drained GPU that processes the agent did not
+    /// start still use (model time), by GPU.
+    retries: gpu_agent_core::agenda::Agenda<u32>,
     /// The drain limit of the changes `ApplyMigConfig` is beginning.
     timeout_s: f64,
 }
 
 impl MigChanges {
-    /// The earliest drain deadline, model time.
+    /// The earliest drain deadline or look again, model time.
     pub(super) fn next_deadline(&self) -> Option<f64> {
-        self.deadlines.peek().map(|(at, _)| at)
+        [self.deadlines.peek(), self.retries.peek()]
+            .into_iter()
+            .flatten()
+            .map(|(at, _)| at)
+            .reduce(f64::min)
     }
 }
 
@@ -217,6 +230,28 @@ impl Engine {
     /// again and its layout stays as it was.
     pub(super) fn cancel_mig(&mut self, gpu: u32, round: &mut Round) -> Result<(), AgentError> {
         let now = self.time.model_now();
+        let waiting = self
+            .mig
+            .under_way
+            .get(&gpu)
+            .is_some_and(|u| !u.foreign.is_empty());
+        if waiting {
+            // Drained, waiting for processes not the agent's: nothing was
+            // touched, so the change can still be abandoned.
+            let actions = self
+                .decide(|core| core.mig_failed(now, gpu, true))
+                .expect("the change waits to apply");
+            self.mig.under_way.remove(&gpu);
+            self.apply(actions, round);
+            self.show_online(gpu, round);
+            self.mig_state(
+                gpu,
+                STABLE,
+                "cancelled; the layout is unchanged".into(),
+                round,
+            );
+            return Ok(());
+        }
         let actions = self
             .decide(|core| core.cancel_mig_change(now, gpu))
             .map_err(|e| match e {
@@ -255,8 +290,9 @@ impl Engine {
             log::warn!("GPU {gpu}: cannot read the MIG layout before a change: {e}");
             (false, Vec::new())
         });
-        if self.mig.timeout_s > 0.0 {
-            let at = self.time.model_now() + self.mig.timeout_s * self.time.scale();
+        let deadline = (self.mig.timeout_s > 0.0)
+            .then(|| self.time.model_now() + self.mig.timeout_s * self.time.scale());
+        if let Some(at) = deadline {
             self.mig.deadlines.push(at, gpu);
         }
         let waits: Vec<String> = self
@@ -283,6 +319,9 @@ impl Engine {
                 old_enabled,
                 began: Instant::now(),
                 drained_at: None,
+                foreign: Vec::new(),
+                deadline,
+                retry_at: None,
             },
         );
         self.show_online(gpu, round);
@@ -320,7 +359,44 @@ impl Engine {
     /// Fails the drains whose time is up: their devices take work again.
     pub(super) fn mig_timeouts(&mut self, round: &mut Round) {
         let now = self.time.model_now();
-        while let Some((_, gpu)) = self.mig.deadlines.pop_due(now) {
+        while let Some((at, gpu)) = self.mig.retries.pop_due(now) {
+            if self
+                .mig
+                .under_way
+                .get(&gpu)
+                .is_some_and(|u| u.retry_at == Some(at))
+            {
+                self.make_mig_layout(gpu, round);
+            }
+        }
+        while let Some((at, gpu)) = self.mig.deadlines.pop_due(now) {
+            // A deadline of an earlier change of the GPU is no longer due.
+            let Some(foreign) = self
+                .mig
+                .under_way
+                .get(&gpu)
+                .filter(|u| u.deadline == Some(at))
+                .map(|u| u.foreign.clone())
+            else {
+                continue;
+            };
+            if !foreign.is_empty() {
+                // Drained, nothing touched yet: the GPU takes work again.
+                let actions = self
+                    .decide(|core| core.mig_failed(now, gpu, true))
+                    .expect("the change waits to apply");
+                self.mig.under_way.remove(&gpu);
+                self.apply(actions, round);
+                self.show_online(gpu, round);
+                let pids: Vec<String> = foreign.iter().map(u32::to_string).collect();
+                let message = format!(
+                    "the drain timed out with processes the agent did not start on the GPU (pid {}); the layout is unchanged",
+                    pids.join(", ")
+                );
+                log::warn!("GPU {gpu}: MIG change failed: {message}");
+                self.mig_state(gpu, FAILED, message, round);
+                continue;
+            }
             if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Draining) {
                 continue;
             }
@@ -351,11 +427,43 @@ impl Engine {
         let Some(u) = self.mig.under_way.get(&gpu).cloned() else {
             return;
         };
+        if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Applying) {
+            return;
+        }
         let now = self.time.model_now();
+        match self.backend.processes(gpu) {
+            Ok(found) if !found.is_empty() => {
+                // Not the agent's: the change waits for them, looking again
+                // every second (a drain's timeout still applies).
+                let pids: Vec<u32> = found.iter().map(|p| p.pid).collect();
+                let at = now + self.time.scale();
+                self.mig.retries.push(at, gpu);
+                if let Some(w) = self.mig.under_way.get_mut(&gpu) {
+                    w.retry_at = Some(at);
+                }
+                if u.foreign != pids {
+                    let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
+                    let message = format!(
+                        "to {}; waiting for processes the agent did not start to leave the GPU (pid {})",
+                        describe(&u.target),
+                        shown.join(", ")
+                    );
+                    log::warn!("GPU {gpu}: MIG layout change {message}");
+                    if let Some(w) = self.mig.under_way.get_mut(&gpu) {
+                        w.foreign = pids;
+                    }
+                    self.mig_state(gpu, APPLYING, message, round);
+                }
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("GPU {gpu}: cannot list its processes ({e}); applying"),
+        }
+        if let Some(w) = self.mig.under_way.get_mut(&gpu) {
+            w.foreign.clear();
+        }
         let made = Instant::now();
-        let outcome = self
-            .processes_on(gpu)
-            .and_then(|()| self.make(gpu, !u.target.is_empty(), &u.target));
+        let outcome = self.make(gpu, !u.target.is_empty(), &u.target);
         if outcome.is_ok() {
             self.kill_in_apply_hook(gpu);
         }
@@ -497,19 +605,6 @@ impl Engine {
         }
         log::warn!("test hook: killed while applying GPU {gpu}'s MIG layout");
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-    }
-
-    /// Refuses a GPU where processes the agent did not start run.
-    fn processes_on(&self, gpu: u32) -> Result<(), Unmade> {
-        let foreign = self.backend.processes(gpu)?;
-        if foreign.is_empty() {
-            return Ok(());
-        }
-        let pids: Vec<String> = foreign.iter().map(|p| p.pid.to_string()).collect();
-        Err(Unmade::Failed(format!(
-            "processes the agent did not start use GPU {gpu} (pid {})",
-            pids.join(", ")
-        )))
     }
 
     /// GPU `gpu`'s MIG mode and layout on the backend.

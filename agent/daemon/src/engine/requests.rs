@@ -64,6 +64,10 @@ impl Engine {
             Request::CancelMig { reply, .. } => {
                 round.reply(reply, Err(stopping("the change goes on at the next start")));
             }
+            // Stored as applying: the next start makes it.
+            Request::MakeMigLayout { gpu } => {
+                log::info!("GPU {gpu}: its MIG layout change waits for the next start");
+            }
             // Answered after the first stop's effects.
             Request::Stop { reply } => round.answer(reply, ()),
             // Reads, and the ends of processes kept on a stop.
