@@ -205,18 +205,19 @@ fn daemon_adopt_survives_a_kill_9_with_its_clocks_locked_again() {
     });
     d.kill9();
     d.restart();
-    // The lock's record is restored first, then locked again for the job.
+    // The lock's record is restored first, then locked again for the job
+    // (both logged by the engine's restore, which runs once the daemon owns
+    // its name: waited for, not assumed).
     wait_for("the restore in the log", LIMIT, || {
         d.stderr()
             .contains("restoring GPU 1 locked_core_clocks")
             .then_some(())
     });
-    assert!(
+    wait_for("the job kept in the log", LIMIT, || {
         d.stderr()
-            .contains(&format!("task {id} (slurm:77) stays adopted")),
-        "{}",
-        d.stderr()
-    );
+            .contains(&format!("task {id} (slurm:77) stays adopted"))
+            .then_some(())
+    });
     let task = d.task(&id);
     assert_eq!(task.state, TaskStatus::Running);
     assert_eq!(task.spec.external_id, "slurm:77");
