@@ -37,6 +37,59 @@ const RESET_REQUIRED: &str = "reset-required";
 /// The change failed.
 const FAILED: &str = "failed";
 
+/// How long `[mig] reset_command` may take before it is killed (a GPU
+/// reset takes seconds; the engine waits for it).
+const RESET_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs `command` (`{bus_id}` in its arguments replaced by `bus_id`), killed
+/// after `limit`; `Err` says how it failed, with its standard error.
+fn run_reset_command(
+    command: &[String],
+    bus_id: &str,
+    limit: std::time::Duration,
+) -> Result<(), String> {
+    use std::io::Read;
+    let Some((program, args)) = command.split_first() else {
+        return Err("[mig] reset_command is empty".into());
+    };
+    let args: Vec<String> = args.iter().map(|a| a.replace("{bus_id}", bus_id)).collect();
+    let shown = std::iter::once(program.as_str())
+        .chain(args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = std::process::Command::new(program)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() >= limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{shown} did not end within {} s; killed",
+                    limit.as_secs_f64()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => return Err(format!("{shown}: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    Err(format!("{shown} failed ({status}): {}", stderr.trim()))
+}
+
 /// Where GPU `gpu`'s MIG change is stored.
 fn meta_key(gpu: u32) -> String {
     format!("mig.{gpu}")
@@ -705,30 +758,14 @@ impl Engine {
             Err(e) => return Err(Unmade::ResetRequired(e.to_string())),
         }
         let command = &self.config.mig.reset_command;
-        let Some((program, args)) = command.split_first() else {
+        if command.is_empty() {
             return Err(Unmade::ResetRequired(
                 "the MIG mode change needs a GPU reset, and [mig] reset_command is empty".into(),
             ));
-        };
-        let bus_id = self.backend.device_info(gpu)?.pci_bus_id;
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| a.replace("{bus_id}", &bus_id))
-            .collect();
-        log::info!("GPU {gpu}: resetting: {program} {}", args.join(" "));
-        let out = std::process::Command::new(program)
-            .args(&args)
-            .output()
-            .map_err(|e| Unmade::ResetRequired(format!("cannot run {program}: {e}")))?;
-        if !out.status.success() {
-            return Err(Unmade::ResetRequired(format!(
-                "{program} {} failed ({}): {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
         }
-        Ok(())
+        let bus_id = self.backend.device_info(gpu)?.pci_bus_id;
+        log::info!("GPU {gpu}: resetting it with [mig] reset_command");
+        run_reset_command(command, &bus_id, RESET_LIMIT).map_err(Unmade::ResetRequired)
     }
 
     /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
@@ -751,5 +788,51 @@ impl Engine {
             state: state.into(),
             message,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::run_reset_command;
+
+    fn command(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn the_reset_command_gets_the_bus_id_and_its_failures_are_told() {
+        let limit = Duration::from_secs(10);
+        let bus = "00000000:07:00.0";
+        assert_eq!(
+            run_reset_command(
+                &command(&["sh", "-c", "test \"$0\" = 00000000:07:00.0", "{bus_id}"]),
+                bus,
+                limit
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            run_reset_command(
+                &command(&["sh", "-c", "echo busy >&2; exit 3", "{bus_id}"]),
+                bus,
+                limit
+            ),
+            Err(format!(
+                "sh -c echo busy >&2; exit 3 {bus} failed (exit status: 3): busy"
+            ))
+        );
+        assert_eq!(
+            run_reset_command(&command(&["sleep", "5"]), bus, Duration::from_millis(100)),
+            Err("sleep 5 did not end within 0.1 s; killed".into())
+        );
+        assert!(run_reset_command(&command(&["/no/such/reset"]), bus, limit)
+            .unwrap_err()
+            .starts_with("cannot run /no/such/reset: "));
+        assert_eq!(
+            run_reset_command(&[], bus, limit),
+            Err("[mig] reset_command is empty".into())
+        );
     }
 }
