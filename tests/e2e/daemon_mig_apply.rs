@@ -129,7 +129,7 @@ fn daemon_mig_apply_waits_for_running_tasks_and_new_instances_take_work() {
 fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
     let d = Daemon::start();
     let before = export(&d);
-    let id = d.submit(&spec(300.0, 1.0, 1e6, 1.0)).unwrap();
+    let id = d.submit(&spec(1e5, 1.0, 1e6, 1.0)).unwrap();
     let running = d.wait_state(&id, TaskStatus::Running, LIMIT);
     assert_eq!(running.devices, vec![0]);
     let refuse = || options(&[("on_busy", Value::from("refuse"))]);
@@ -210,7 +210,7 @@ fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
 fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
     let d = Daemon::start();
     let before = export(&d);
-    let id = d.submit(&spec(1000.0, 1.0, 1e6, 1.0)).unwrap();
+    let id = d.submit(&spec(1e5, 1.0, 1e6, 1.0)).unwrap();
     assert_eq!(
         d.wait_state(&id, TaskStatus::Running, LIMIT).devices,
         vec![0]
@@ -301,7 +301,7 @@ fn daemon_mig_apply_through_gpuctl_follows_the_change() {
     // the error named, the layout kept. Tasks of 17 GB fit GPUs 1 and 2 and
     // the instances 4 and 5, not the T4: four of them take all four.
     let ids: Vec<String> = (0..4)
-        .map(|_| d.submit(&spec(1000.0, 17.0, 1e6, 1.0)).unwrap())
+        .map(|_| d.submit(&spec(1e5, 17.0, 1e6, 1.0)).unwrap())
         .collect();
     let mut used: Vec<u32> = ids
         .iter()
