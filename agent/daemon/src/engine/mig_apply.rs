@@ -411,8 +411,8 @@ impl Engine {
 
     /// Fails the drains whose time is up: their devices take work again.
     pub(super) fn mig_timeouts(&mut self, round: &mut Round) {
-        let now = self.time.model_now();
-        while let Some((at, gpu)) = self.mig.retries.pop_due(now) {
+        let due = self.time.model_now();
+        while let Some((at, gpu)) = self.mig.retries.pop_due(due) {
             if self
                 .mig
                 .under_way
@@ -422,7 +422,9 @@ impl Engine {
                 self.make_mig_layout(gpu, round);
             }
         }
-        while let Some((at, gpu)) = self.mig.deadlines.pop_due(now) {
+        while let Some((at, gpu)) = self.mig.deadlines.pop_due(due) {
+            // The core's time moves on with each step: read it afresh.
+            let now = self.time.model_now();
             // A deadline of an earlier change of the GPU is no longer due.
             let Some(foreign) = self
                 .mig

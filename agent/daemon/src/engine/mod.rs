@@ -617,19 +617,24 @@ impl Engine {
         }
         while let Some((_, key)) = self.overruns.pop_due(now) {
             if self.running.contains_key(&key) && !self.stopping {
+                // Afresh: a finish above may have moved the core past `now`.
+                let at = self.time.model_now();
                 let actions = self
-                    .decide(|core| core.handle(now, gpu_agent_core::Input::Overran { task: key }));
+                    .decide(|core| core.handle(at, gpu_agent_core::Input::Overran { task: key }));
                 self.apply(actions, round);
             }
         }
-        self.mig_timeouts(round);
         let mut timer = false;
         while self.timers.pop_due(now).is_some() {
             timer = true;
         }
         if timer && !self.stopping {
-            let actions = self.decide(|core| core.handle(now, gpu_agent_core::Input::Timer));
+            let at = self.time.model_now();
+            let actions = self.decide(|core| core.handle(at, gpu_agent_core::Input::Timer));
             self.apply(actions, round);
+        }
+        if !self.stopping {
+            self.mig_timeouts(round);
         }
     }
 
