@@ -22,6 +22,7 @@ mod daemon_metrics;
 mod daemon_mig;
 mod daemon_mig_apply;
 mod daemon_mig_devices;
+mod daemon_mig_policy;
 mod daemon_overrun;
 mod daemon_params;
 mod daemon_policy;
