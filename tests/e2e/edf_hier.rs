@@ -1,7 +1,7 @@
 //! `edf-hier` through the real plugin file: a hand-solved instance with usage
 //! costs and alternative device counts through `gpuctl simulate`, and random
-//! instances under random group settings, checked for validity and
-//! determinism.
+//! instances under random group settings and either solver, checked for
+//! validity and determinism.
 
 use gpu_agent_sim as sim;
 use proptest::prelude::*;
@@ -40,6 +40,18 @@ fn tasks_are_dealt_by_deadline_and_planned_for_deadline_and_cost() {
         ["b,0,0,9", "c,1,0,6", "c,3,0,6", "a,2,0,8", "d,0,9,11"]
     );
     // Every task on time; twct = 8 + 9 + 6 + (11 - 1).
+    assert_eq!(metrics["twt"].as_f64(), Some(0.0));
+    assert_eq!(metrics["twct"].as_f64(), Some(33.0));
+}
+
+#[test]
+fn the_exhaustive_search_plans_as_the_milp_does() {
+    // solver = search: the same optimal group plans, so the same schedule.
+    let (rows, metrics) = simulate(&["groups=2", "solver=search"]);
+    assert_eq!(
+        rows,
+        ["b,0,0,9", "c,1,0,6", "c,3,0,6", "a,2,0,8", "d,0,9,11"]
+    );
     assert_eq!(metrics["twt"].as_f64(), Some(0.0));
     assert_eq!(metrics["twct"].as_f64(), Some(33.0));
 }
@@ -99,6 +111,7 @@ proptest! {
         milp_max_tasks in 0usize..=4,
         max_configs in 1usize..=8,
         period_s in prop::sample::select(vec!["0.5", "7", "60"]),
+        solver in prop::sample::select(vec!["milp", "search"]),
     ) {
         let groups = groups.min(inst.host.devices.len());
         let params: Vec<(String, String)> = [
@@ -107,6 +120,7 @@ proptest! {
             ("milp_max_tasks", milp_max_tasks.to_string()),
             ("max_configs", max_configs.to_string()),
             ("period_s", period_s.to_string()),
+            ("solver", solver.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

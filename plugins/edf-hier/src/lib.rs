@@ -29,7 +29,9 @@
 //!    first `milp_max_tasks` tasks are at least two, the greedy rule plans them
 //!    with each device free from its release; if that plan's weighted
 //!    tardiness plus cost exceeds the sum of each task's least penalty alone
-//!    (a lower bound), the group MILP ([`milp`]) improves on it. The plan is
+//!    (a lower bound), the group MILP ([`milp`]) improves on it (with
+//!    `solver = search`, an exhaustive search of the same problem, [`exact`],
+//!    for up to 4 tasks). The plan is
 //!    then booked in the order of its starts, each task at the earliest gap of
 //!    its devices ([`plan::decode`]). The other tasks, a lone task, and the
 //!    tasks of a group whose MILP fails are placed by the greedy rule: in
@@ -61,6 +63,7 @@
 
 pub mod config;
 pub mod deal;
+pub mod exact;
 pub mod greedy;
 pub mod milp;
 pub mod params;
@@ -146,7 +149,7 @@ impl PolicyImpl for EdfHier {
 gpu_agent_plugin_api::export_policy! {
     name: "edf-hier",
     description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
-    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7]],
+    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7], INFO[8]],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
 }
 
@@ -272,7 +275,8 @@ mod tests {
                 "time_limit_ms",
                 "milp_max_tasks",
                 "max_configs",
-                "window"
+                "window",
+                "solver"
             ]
         );
         let bad = [gpu_agent_plugin_api::Param {

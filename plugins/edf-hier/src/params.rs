@@ -9,9 +9,10 @@ pub const MAX_MILP_TASKS: usize = 8;
 pub const MAX_CONFIGS: usize = 16;
 
 const DEALINGS: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
+const SOLVERS: &[RStr<'static>] = &[RStr::from_str("milp"), RStr::from_str("search")];
 
 /// The parameters `edf-hier` takes, as the plugin lists them.
-pub const INFO: [ParamInfo; 8] = [
+pub const INFO: [ParamInfo; 9] = [
     ParamInfo::choice(
         "dealing",
         "edf",
@@ -59,6 +60,12 @@ pub const INFO: [ParamInfo; 8] = [
         "W, the pending tasks planned at a time: the first W in deadline order",
     )
     .at_least(1.0),
+    ParamInfo::choice(
+        "solver",
+        "milp",
+        SOLVERS,
+        "how a group's first tasks are planned: milp, the MILP; search, exhaustive search of the same problem for up to 4 tasks (the MILP above)",
+    ),
 ];
 
 /// The order the pending tasks are dealt to the groups in.
@@ -68,6 +75,16 @@ pub enum Dealing {
     Rr,
     /// Earliest deadline first.
     Edf,
+}
+
+/// How a group's first `milp_max_tasks` tasks are planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Solver {
+    /// The group MILP ([`crate::milp`]).
+    Milp,
+    /// Exhaustive search of the same problem ([`crate::exact`]) for groups of
+    /// up to [`crate::exact::MAX_TASKS`] tasks, the MILP for larger ones.
+    Search,
 }
 
 /// `edf-hier`'s settings.
@@ -89,6 +106,8 @@ pub struct Params {
     pub max_configs: usize,
     /// The pending tasks planned at a time (the earliest deadlines).
     pub window: usize,
+    /// How a group's first tasks are planned.
+    pub solver: Solver,
 }
 
 impl Default for Params {
@@ -102,6 +121,7 @@ impl Default for Params {
             milp_max_tasks: 4,
             max_configs: 8,
             window: 64,
+            solver: Solver::Milp,
         }
     }
 }
@@ -160,6 +180,13 @@ impl Params {
             p.window =
                 integer(v, 1, usize::MAX).ok_or_else(|| bad("window", "an integer >= 1", v))?;
         }
+        if let Some(v) = param(params, "solver") {
+            p.solver = match v.trim() {
+                "milp" => Solver::Milp,
+                "search" => Solver::Search,
+                _ => return Err(bad("solver", "one of milp, search", v)),
+            };
+        }
         Ok(p)
     }
 }
@@ -210,6 +237,7 @@ mod tests {
             ("milp_max_tasks", "0"),
             ("max_configs", "16"),
             ("window", "5"),
+            ("solver", "search"),
         ]))
         .unwrap();
         assert_eq!(
@@ -223,6 +251,7 @@ mod tests {
                 milp_max_tasks: 0,
                 max_configs: 16,
                 window: 5,
+                solver: Solver::Search,
             }
         );
     }
@@ -237,6 +266,11 @@ mod tests {
             ),
             ("groups", "0", "groups: expected an integer >= 1, got \"0\""),
             ("window", "0", "window: expected an integer >= 1, got \"0\""),
+            (
+                "solver",
+                "simplex",
+                "solver: expected one of milp, search, got \"simplex\"",
+            ),
             (
                 "groups",
                 "two",

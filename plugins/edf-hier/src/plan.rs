@@ -7,14 +7,14 @@ use gpu_agent_plugin_api::{TaskKey, View};
 use crate::config::{candidate, holds, usable, Candidate, Config};
 use crate::deal::{deal, device_groups, edf_order};
 use crate::greedy::{self, Placement};
-use crate::milp;
-use crate::params::{Dealing, Params};
+use crate::params::{Dealing, Params, Solver};
 use crate::timeline::Timeline;
+use crate::{exact, milp};
 
 /// How a task's place was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
-    /// Its group's MILP.
+    /// Its group's MILP (solved by search with `solver = search`).
     Milp,
     /// The greedy rule: a task planned on the whole host, a group's only MILP
     /// task, a task beyond `milp_max_tasks`, or a group whose MILP failed.
@@ -214,6 +214,13 @@ fn plan_head(
         if greedy <= bound + 1e-9 * (1.0 + bound.abs()) {
             for (c, p) in head.iter().zip(decode(head, &warm, timeline, now)) {
                 planned.push(planned_task(c, p, Method::Greedy));
+            }
+            return;
+        }
+        if params.solver == Solver::Search && head.len() <= exact::MAX_TASKS {
+            let best = exact::solve(head, now, |j| release[j as usize], &warm);
+            for (c, p) in head.iter().zip(decode(head, &best, timeline, now)) {
+                planned.push(planned_task(c, p, Method::Milp));
             }
             return;
         }
