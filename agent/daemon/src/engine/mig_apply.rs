@@ -14,7 +14,13 @@
 //! (the backend's reset, else `[mig] reset_command`); create each GPU
 //! instance at its placement with one full-size compute instance; read the
 //! instances back and compare. A failure tries the old layout once: the
-//! GPU's devices come back if that works, else they stay offline.
+//! GPU's devices come back if that works, else they stay offline. Before it,
+//! a drained GPU that processes the agent did not start still use waits
+//! (looked at every second) until they are gone.
+//!
+//! At start, a change a previous run stored as `draining`, `applying` or
+//! `reset-required` begins again once the tasks are restored
+//! ([`Engine::resume_mig_changes`]).
 
 use std::time::Instant;
 
