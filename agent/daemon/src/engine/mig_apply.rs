@@ -102,7 +102,7 @@ fn meta_key(gpu: u32) -> String {
 }
 
 /// Whether GPU `gpu` has a stored change that resumes at start
-/// ([`Engine::resume_mig_changes`]): the startup adoption (`crate::layout`)
+/// (`Engine::resume_mig_changes`): the startup adoption (`crate::layout`)
 /// then takes the GPU as it is, half-made or not, and leaves it to the
 /// change.
 pub fn resumes(store: &Store, gpu: u32) -> Result<bool, StoreError> {
