@@ -72,7 +72,9 @@ pub mod plan;
 mod testing;
 pub mod timeline;
 
-use gpu_agent_plugin_api::{abi_stable::std_types::ROption, Decision, Event, PolicyImpl, View};
+use gpu_agent_plugin_api::{
+    abi_stable::std_types::ROption, Decision, Event, PolicyImpl, TaskState, View,
+};
 
 use params::{Params, INFO};
 
@@ -84,6 +86,8 @@ pub struct EdfHier {
     batch: Option<f64>,
     /// When the periodic wake-up asked for is due.
     periodic: Option<f64>,
+    /// The pending tasks in deadline order.
+    deadlines: deal::Deadlines,
 }
 
 impl EdfHier {
@@ -93,6 +97,7 @@ impl EdfHier {
             params,
             batch: None,
             periodic: None,
+            deadlines: deal::Deadlines::default(),
         }
     }
 
@@ -105,7 +110,7 @@ impl EdfHier {
         // With no idle device nothing could start: no plan is needed.
         let any_idle = view.devices.iter().any(|d| plan::idle(view, d.index));
         let mut starting: Vec<plan::Planned> = if any_idle {
-            plan::plan(view, &self.params, plan::Scope::Now)?
+            plan::plan(view, &self.params, plan::Scope::Now, &mut self.deadlines)?
                 .into_iter()
                 .filter(|p| p.start <= view.now && p.devices.iter().all(|&j| plan::idle(view, j)))
                 .collect()
@@ -114,6 +119,9 @@ impl EdfHier {
         };
         // In device order, as the core starts queue heads.
         starting.sort_by_key(|p| p.devices[0]);
+        for p in &starting {
+            self.deadlines.started(view, p.task);
+        }
         let mut decisions: Vec<Decision> = starting
             .into_iter()
             .map(|p| Decision::Start {
@@ -133,6 +141,13 @@ impl EdfHier {
 
 impl PolicyImpl for EdfHier {
     fn on_event(&mut self, view: &View<'_>, event: &Event) -> Result<Vec<Decision>, String> {
+        match *event {
+            Event::Arrived { task } if view.task(task).state == TaskState::Pending => {
+                self.deadlines.arrived(view, task);
+            }
+            Event::Activated | Event::DeviceChanged { .. } => self.deadlines.invalidate(),
+            _ => {}
+        }
         match event {
             Event::Arrived { .. } | Event::Finished { .. } => {
                 if view.pending.is_empty() || self.batch == Some(view.now) {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use gpu_agent_plugin_api::{TaskKey, View};
 
 use crate::config::{candidate, holds, usable, Candidate, Config};
-use crate::deal::{deal, device_groups, edf_order};
+use crate::deal::{deal, device_groups, edf_order, Deadlines};
 use crate::greedy::{self, Placement};
 use crate::params::{Dealing, Params, Solver};
 use crate::timeline::Timeline;
@@ -56,7 +56,12 @@ pub fn idle(view: &View<'_>, j: u32) -> bool {
 /// Plans the pending tasks of `view` (see the crate documentation): the tasks
 /// no group can hold first, on the whole host, then each group's. Tasks that
 /// no online devices can hold now are left out.
-pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planned>, String> {
+pub fn plan(
+    view: &View<'_>,
+    params: &Params,
+    scope: Scope,
+    deadlines: &mut Deadlines,
+) -> Result<Vec<Planned>, String> {
     let m = view.devices.len();
     if params.groups > m {
         return Err(format!(
@@ -70,7 +75,8 @@ pub fn plan(view: &View<'_>, params: &Params, scope: Scope) -> Result<Vec<Planne
     // tasks in that order; groups sort theirs by deadline rank.
     let pending = view.pending.as_slice();
     let order: Vec<(usize, TaskKey)> = match params.dealing {
-        Dealing::Edf => edf_order(view, pending, params.window)
+        Dealing::Edf => deadlines
+            .first(view, params.window)
             .into_iter()
             .enumerate()
             .collect(),
@@ -308,7 +314,13 @@ mod tests {
     #[test]
     fn tasks_beyond_the_cap_are_placed_greedily_after_the_milp() {
         let mut f = three_tasks();
-        let plan = plan(&f.view(), &params(1, 1, 2), Scope::All).unwrap();
+        let plan = plan(
+            &f.view(),
+            &params(1, 1, 2),
+            Scope::All,
+            &mut Deadlines::default(),
+        )
+        .unwrap();
         // a and b by the MILP (a alone on the slow device, b on the fast one);
         // c then takes the earliest end: device 1 at 5 (1.25 s) rather than
         // device 0 at 9.
@@ -327,7 +339,13 @@ mod tests {
         let mut f = three_tasks();
         // Cap 0 and cap 1: the greedy rule only; a takes both devices, b is late.
         for cap in [0, 1] {
-            let plan = plan(&f.view(), &params(1, 1, cap), Scope::All).unwrap();
+            let plan = plan(
+                &f.view(),
+                &params(1, 1, cap),
+                Scope::All,
+                &mut Deadlines::default(),
+            )
+            .unwrap();
             assert_eq!(
                 rows(&plan),
                 [
@@ -351,7 +369,13 @@ mod tests {
         f.tasks = (0..4)
             .map(|k| task(k, 2.0 + k as f64, 10.0 + k as f64, 1.0))
             .collect();
-        let plan = plan(&f.view(), &params(2, 2, 6), Scope::All).unwrap();
+        let plan = plan(
+            &f.view(),
+            &params(2, 2, 6),
+            Scope::All,
+            &mut Deadlines::default(),
+        )
+        .unwrap();
         assert_eq!(
             rows(&plan),
             [
@@ -378,7 +402,7 @@ mod tests {
         // RR, one at a time: 0, 2 to group 0 and 1, 3 to group 1; each group
         // then plans its own in deadline order.
         assert_eq!(
-            rows(&plan(&f.view(), &rr, Scope::All).unwrap()),
+            rows(&plan(&f.view(), &rr, Scope::All, &mut Deadlines::default()).unwrap()),
             [
                 (2, vec![0], 0.0, 2.0, Method::Greedy),
                 (0, vec![2], 0.0, 2.0, Method::Greedy),
@@ -388,7 +412,15 @@ mod tests {
         );
         // EDF1: deadline order 3, 2, 1, 0: 3, 1 to group 0 and 2, 0 to group 1.
         assert_eq!(
-            rows(&plan(&f.view(), &params(2, 1, 6), Scope::All).unwrap()),
+            rows(
+                &plan(
+                    &f.view(),
+                    &params(2, 1, 6),
+                    Scope::All,
+                    &mut Deadlines::default()
+                )
+                .unwrap()
+            ),
             [
                 (3, vec![0], 0.0, 2.0, Method::Greedy),
                 (1, vec![2], 0.0, 2.0, Method::Greedy),
@@ -413,7 +445,13 @@ mod tests {
         wide.gpus = 3;
         // small is dealt to group 0 and waits there for wide.
         f.tasks = vec![big, wide, task(2, 1.0, 12.0, 1.0)];
-        let plan = plan(&f.view(), &params(2, 1, 6), Scope::All).unwrap();
+        let plan = plan(
+            &f.view(),
+            &params(2, 1, 6),
+            Scope::All,
+            &mut Deadlines::default(),
+        )
+        .unwrap();
         assert_eq!(
             rows(&plan),
             [
@@ -428,7 +466,12 @@ mod tests {
     fn more_groups_than_devices_is_an_error() {
         let mut f = three_tasks();
         assert_eq!(
-            plan(&f.view(), &params(3, 1, 6), Scope::All),
+            plan(
+                &f.view(),
+                &params(3, 1, 6),
+                Scope::All,
+                &mut Deadlines::default()
+            ),
             Err("groups = 3 exceeds the host's 2 device(s)".to_string())
         );
     }
@@ -464,16 +507,19 @@ mod tests {
         let mut f = three_tasks();
         let p = params(1, 1, 0);
         // a takes both devices at 0: b and c could not start now.
-        let now = plan(&f.view(), &p, Scope::Now).unwrap();
+        let now = plan(&f.view(), &p, Scope::Now, &mut Deadlines::default()).unwrap();
         assert_eq!(rows(&now), [(0, vec![0, 1], 0.0, 2.5, Method::Greedy)]);
-        let all = plan(&f.view(), &p, Scope::All).unwrap();
+        let all = plan(&f.view(), &p, Scope::All, &mut Deadlines::default()).unwrap();
         assert_eq!(starting(&now, 0.0), starting(&all, 0.0));
         // With device 1 running something, the group is busy: nothing planned.
         f.devices[1].running = ROption::RSome(9);
         f.devices[1].available_at = 3.0;
         f.devices[0].running = ROption::RSome(8);
         f.devices[0].available_at = 1.0;
-        assert_eq!(plan(&f.view(), &p, Scope::Now), Ok(vec![]));
+        assert_eq!(
+            plan(&f.view(), &p, Scope::Now, &mut Deadlines::default()),
+            Ok(vec![])
+        );
     }
 
     #[test]
@@ -496,8 +542,8 @@ mod tests {
         for mut f in fixtures {
             for (groups, size, cap) in [(1, 1, 4), (2, 1, 2), (2, 3, 0), (1, 2, 1)] {
                 let p = params(groups.min(f.devices.len()), size, cap);
-                let now = plan(&f.view(), &p, Scope::Now).unwrap();
-                let all = plan(&f.view(), &p, Scope::All).unwrap();
+                let now = plan(&f.view(), &p, Scope::Now, &mut Deadlines::default()).unwrap();
+                let all = plan(&f.view(), &p, Scope::All, &mut Deadlines::default()).unwrap();
                 assert_eq!(starting(&now, 0.0), starting(&all, 0.0), "{p:?}");
                 assert!(now.iter().all(|p| all.contains(p)), "{p:?}");
             }
@@ -510,7 +556,13 @@ mod tests {
         f.devices = vec![device(0, 1.0, 0.0)];
         f.devices[0].available_at = 4.000001;
         f.tasks = vec![task(0, 1.0, 9.0, 1.0)];
-        let plan = plan(&f.view(), &params(1, 1, 4), Scope::Now).unwrap();
+        let plan = plan(
+            &f.view(),
+            &params(1, 1, 4),
+            Scope::Now,
+            &mut Deadlines::default(),
+        )
+        .unwrap();
         assert_eq!(rows(&plan), [(0, vec![0], 4.0, 5.0, Method::Greedy)]);
     }
 }
