@@ -237,9 +237,25 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
         d.wait_state(&other, TaskStatus::Succeeded, LIMIT).devices,
         vec![0]
     );
-    let proxy = d.proxy();
-    d.block_on(async move { proxy.cancel_mig_change(0).await })
-        .expect("CancelMigChange");
+    let out = gpuctl(&d, &["mig", "cancel", "0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "GPU 0: change cancelled; the layout is unchanged and its devices take tasks again\n"
+    );
+    // Nothing left to cancel: a named error, exit 1.
+    let again = gpuctl(&d, &["mig", "cancel", "0"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains("GPU 0: org.gpuagent.Agent1.Error.InvalidArgument: GPU 0 has no MIG layout change under way"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     let l = layout(&d, 0);
     assert_eq!(
         (l.state.as_str(), l.message.as_str()),

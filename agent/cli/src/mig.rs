@@ -18,7 +18,7 @@ use crate::{emit, emit_json};
 /// one entry only, and compute-instance profiles (`1c.3g.20gb`) are refused.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig apply -f examples/mig-config.yaml -c balanced\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
+    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig apply -f examples/mig-config.yaml -c balanced\n  gpuctl mig cancel 0\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -29,6 +29,7 @@ pub struct Args {
 enum MigCommand {
     Show(ShowArgs),
     Apply(ApplyArgs),
+    Cancel(CancelArgs),
     Export(ExportArgs),
     Assert(AssertArgs),
     Plan(crate::mig_plan::PlanArgs),
@@ -76,6 +77,19 @@ struct ApplyArgs {
     /// Print one JSON object per step (`gpu`, `state`, `message`).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// Abandon a GPU's layout change while it drains.
+///
+/// The GPU keeps its layout and its devices take tasks again. Refused once
+/// the change is being applied (`Busy`) or when none is under way. Admins
+/// only.
+#[derive(clap::Args)]
+struct CancelArgs {
+    /// The GPU (its index).
+    gpu: u32,
     #[command(flatten)]
     bus: BusArgs,
 }
@@ -141,6 +155,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.command {
         MigCommand::Show(a) => show(a),
         MigCommand::Apply(a) => apply(a),
+        MigCommand::Cancel(a) => cancel(a),
         MigCommand::Export(a) => export(a),
         MigCommand::Assert(a) => assert(a),
         MigCommand::Plan(a) => crate::mig_plan::plan(a),
@@ -367,6 +382,20 @@ fn apply(args: ApplyArgs) -> Result<()> {
         bail!("the change of GPU(s) {} did not complete", names.join(", "));
     }
     Ok(())
+}
+
+fn cancel(args: CancelArgs) -> Result<()> {
+    block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        client
+            .call(client.agent.cancel_mig_change(args.gpu))
+            .await
+            .map_err(|e| anyhow!("GPU {}: {e:#}", args.gpu))
+    })?;
+    emit(&format!(
+        "GPU {}: change cancelled; the layout is unchanged and its devices take tasks again\n",
+        args.gpu
+    ))
 }
 
 #[cfg(test)]
