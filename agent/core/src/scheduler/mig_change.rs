@@ -8,7 +8,7 @@ use std::fmt;
 
 use gpu_agent_plugin_api::{Device, Event, TaskKey};
 
-use super::{slot_view, Action, Busy, Core, Repartition, RepartitionError, Slot};
+use super::{slot_view, Action, Core, Repartition, RepartitionError, Slot};
 use crate::host::{DeviceSpec, Partition};
 use crate::placement::{Layout, Request};
 
@@ -118,19 +118,13 @@ impl Core {
         }
         if on_busy == OnBusy::Refuse {
             for d in self.devices_of_gpu(gpu) {
-                let slot = &self.slots[d as usize];
-                let what = if let Some(task) = slot.running {
-                    Busy::Running(self.tasks[task as usize].id.to_string())
-                } else if !slot.live_queue().is_empty() {
-                    Busy::Queued(slot.live_queue().len())
-                } else {
-                    continue;
-                };
-                return Err(RepartitionError::Busy {
-                    gpu,
-                    device: slot.spec.label(),
-                    what,
-                });
+                if let Some(what) = self.work_on(d) {
+                    return Err(RepartitionError::Busy {
+                        gpu,
+                        device: self.slots[d as usize].spec.label(),
+                        what,
+                    });
+                }
             }
         }
         self.advance(now);

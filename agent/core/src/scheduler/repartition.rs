@@ -126,6 +126,17 @@ pub(super) fn describe(layout: &[Instance]) -> String {
 }
 
 impl Core {
+    /// What device `d` still runs or holds queued, if anything.
+    pub(super) fn work_on(&self, d: u32) -> Option<Busy> {
+        let slot = &self.slots[d as usize];
+        if let Some(task) = slot.running {
+            Some(Busy::Running(self.tasks[task as usize].id.to_string()))
+        } else if !slot.live_queue().is_empty() {
+            Some(Busy::Queued(slot.live_queue().len()))
+        } else {
+            None
+        }
+    }
     /// Gives GPU `gpu` a new partition at `now`: whole again when `layout`
     /// is empty, else split into its instances (placed first-fit decreasing
     /// where a request has no start). See the [module](self) documentation.
@@ -163,19 +174,17 @@ impl Core {
         for &d in std::iter::once(&gpu).chain(&current) {
             let slot = &self.slots[d as usize];
             let what = if slot.online {
-                Busy::Online
-            } else if let Some(task) = slot.running {
-                Busy::Running(self.tasks[task as usize].id.to_string())
-            } else if !slot.live_queue().is_empty() {
-                Busy::Queued(slot.live_queue().len())
+                Some(Busy::Online)
             } else {
-                continue;
+                self.work_on(d)
             };
-            return Err(RepartitionError::Busy {
-                gpu,
-                device: slot.spec.label(),
-                what,
-            });
+            if let Some(what) = what {
+                return Err(RepartitionError::Busy {
+                    gpu,
+                    device: slot.spec.label(),
+                    what,
+                });
+            }
         }
 
         self.advance(now);

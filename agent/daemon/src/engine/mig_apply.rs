@@ -294,29 +294,18 @@ impl Engine {
             .under_way
             .get(&gpu)
             .is_some_and(|u| !u.foreign.is_empty());
-        if waiting {
+        let actions = if waiting {
             // Drained, waiting for processes not the agent's: nothing was
             // touched, so the change can still be abandoned.
-            let actions = self
-                .decide(|core| core.mig_failed(now, gpu, true))
-                .expect("the change waits to apply");
-            self.mig.under_way.remove(&gpu);
-            self.apply(actions, round);
-            self.show_online(gpu, round);
-            self.mig_state(
-                gpu,
-                STABLE,
-                "cancelled; the layout is unchanged".into(),
-                round,
-            );
-            return Ok(());
-        }
-        let actions = self
-            .decide(|core| core.cancel_mig_change(now, gpu))
-            .map_err(|e| match e {
-                RepartitionError::NoChange(_) => AgentError::InvalidArgument(e.to_string()),
-                _ => AgentError::Busy(format!("{e}: it can no longer be cancelled")),
-            })?;
+            self.decide(|core| core.mig_failed(now, gpu, true))
+                .expect("the change waits to apply")
+        } else {
+            self.decide(|core| core.cancel_mig_change(now, gpu))
+                .map_err(|e| match e {
+                    RepartitionError::NoChange(_) => AgentError::InvalidArgument(e.to_string()),
+                    _ => AgentError::Busy(format!("{e}: it can no longer be cancelled")),
+                })?
+        };
         self.mig.under_way.remove(&gpu);
         self.apply(actions, round);
         self.show_online(gpu, round);
