@@ -76,6 +76,29 @@ async fn serve(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection) {
 
 /// [`serve`], and the mock GPUs behind it.
 async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<MockBackend>) {
+    let (proxy, _client, mock, server) = serve_both(dir).await;
+    (proxy, server, mock)
+}
+
+/// [`serve_mock`], with the client's connection (for other objects'
+/// proxies) in place of the server's, which the proxy keeps up.
+async fn serve_mock_client(
+    dir: &Path,
+) -> (Agent1Proxy<'static>, zbus::Connection, Arc<MockBackend>) {
+    let (proxy, client, mock, _server) = serve_both(dir).await;
+    (proxy, client, mock)
+}
+
+/// A daemon serving one peer: the client's proxy and connection, the mock,
+/// the server's connection.
+async fn serve_both(
+    dir: &Path,
+) -> (
+    Agent1Proxy<'static>,
+    zbus::Connection,
+    Arc<MockBackend>,
+    zbus::Connection,
+) {
     let (setup, mock, notice_rx) = setup(dir);
     let requests = Engine::channel();
     let engine = requests.0.clone();
@@ -111,7 +134,7 @@ async fn serve_mock(dir: &Path) -> (Agent1Proxy<'static>, zbus::Connection, Arc<
         .build()
         .await
         .unwrap();
-    (proxy, server, mock)
+    (proxy, client, mock, server)
 }
 
 /// (id, state) of every stored task, read beside the running daemon.
@@ -633,4 +656,72 @@ async fn a_drained_gpu_waits_for_processes_the_agent_did_not_start() {
         "{message}"
     );
     assert_eq!(mock.gpu_instances(0).unwrap().len(), 2);
+}
+
+/// GPU 0's `Device1` object at MIG slice `start`, its properties read afresh.
+async fn mig_device(client: &zbus::Connection, start: u32) -> gpu_agent_dbus::Device1Proxy<'_> {
+    gpu_agent_dbus::Device1Proxy::builder(client)
+        .destination(BUS_NAME)
+        .unwrap()
+        .path(gpu_agent_dbus::mig_device_path(0, start))
+        .unwrap()
+        .cache_properties(zbus::proxy::CacheProperties::No)
+        .build()
+        .await
+        .unwrap()
+}
+
+/// A MIG instance whose MIG device (UUID) cannot be read after a layout
+/// change takes no task: offline with health `no-uuid`, shown so on its
+/// `Device1`, and `SetDeviceOnline` cannot bring it back; the next change
+/// that reads its UUID makes its instances take work again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mig_instance_without_a_uuid_takes_no_task() {
+    use gpu_agent_backend::mock::Fault;
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, client, mock) = serve_mock_client(dir.path()).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    mock.inject(0, Fault::NotSupported("mig_devices"));
+    let apply = |yaml: &'static str| {
+        let agent = agent.clone();
+        async move { agent.apply_mig_config(yaml, "", Default::default()).await }
+    };
+    let two = "version: v1\nmig-configs:\n  plan:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {3g.20gb: 2}\n";
+    assert_eq!(apply(two).await.unwrap(), vec![0]);
+    let ((state, message), _) = settled(&mut changes, 0).await;
+    assert_eq!(state, "stable", "{message}");
+    for start in [0, 4] {
+        let device = mig_device(&client, start).await;
+        assert_eq!(
+            (
+                device.online().await.unwrap(),
+                device.health().await.unwrap(),
+                device.uuid().await.unwrap()
+            ),
+            (false, "no-uuid".to_string(), String::new()),
+            "instance at slice {start}"
+        );
+    }
+    let index = mig_device(&client, 0).await.index().await.unwrap();
+    let refused = agent.set_device_online(index, true).await.unwrap_err();
+    assert_eq!(
+        error_name(refused.clone()),
+        "org.gpuagent.Agent1.Error.Failed"
+    );
+    assert!(refused.to_string().contains("no-uuid"), "{refused}");
+
+    mock.clear_faults();
+    let one = "version: v1\nmig-configs:\n  plan:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {7g.40gb: 1}\n";
+    assert_eq!(apply(one).await.unwrap(), vec![0]);
+    let ((state, message), _) = settled(&mut changes, 0).await;
+    assert_eq!(state, "stable", "{message}");
+    let device = mig_device(&client, 0).await;
+    assert_eq!(
+        (
+            device.online().await.unwrap(),
+            device.health().await.unwrap()
+        ),
+        (true, "ok".to_string())
+    );
+    assert!(device.uuid().await.unwrap().starts_with("MIG-"));
 }

@@ -216,7 +216,7 @@ pub trait Device1 {
     #[zbus(property)]
     fn online(&self) -> zbus::Result<bool>;
 
-    /// `ok`, `drained`, `lost`, `xid N: what`, `mig` or `retired`.
+    /// `ok`, `drained`, `lost`, `xid N: what`, `mig`, `retired` or `no-uuid`.
     #[zbus(property)]
     fn health(&self) -> zbus::Result<String>;
 

@@ -22,6 +22,7 @@ use gpu_agent_core::Input;
 use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
+use crate::layout::Target;
 use crate::store::{Op, Store, StoreError};
 
 /// The health of a device that takes work.
@@ -32,6 +33,12 @@ pub const DRAINED: &str = "drained";
 pub const SPLIT: &str = "mig";
 /// The health of a MIG instance a layout change removed.
 pub const RETIRED: &str = "retired";
+
+/// The health of a device whose UUID (a MIG instance's `MIG-…`) could not
+/// be read from the backend: no task could be shown it in
+/// `CUDA_VISIBLE_DEVICES`, so it takes none. Not stored: it follows the
+/// reading made at startup and after each layout change of its GPU.
+pub const NO_UUID: &str = "no-uuid";
 
 /// Where a device's health is stored.
 fn meta_key(gpu: u32) -> String {
@@ -49,16 +56,33 @@ pub fn of_partition(spec: &DeviceSpec) -> &'static str {
     }
 }
 
-/// Each device's health: what was stored for a schedulable one (`ok` when
-/// none was), its partition's for the others.
-pub(super) fn stored(store: &Store, devices: &[DeviceSpec]) -> Result<Vec<String>, StoreError> {
+/// Each device's health: for a schedulable one, what was stored unless
+/// `ok`, else `no-uuid` when `targets` has no UUID for it, else `ok`; its
+/// partition's for the others.
+pub(super) fn stored(
+    store: &Store,
+    devices: &[DeviceSpec],
+    targets: &[Target],
+) -> Result<Vec<String>, StoreError> {
     devices
         .iter()
         .map(|d| match of_partition(d) {
-            OK => Ok(store.meta(&meta_key(d.index))?.unwrap_or_else(|| OK.into())),
+            OK => Ok(store
+                .meta(&meta_key(d.index))?
+                .filter(|h| h != OK)
+                .unwrap_or_else(|| of_target(targets.get(d.index as usize)).into())),
             other => Ok(other.into()),
         })
         .collect()
+}
+
+/// The health a schedulable device's target gives it: `no-uuid` without a
+/// UUID, else `ok`.
+pub fn of_target(target: Option<&Target>) -> &'static str {
+    match target {
+        Some(t) if !t.uuid.is_empty() => OK,
+        _ => NO_UUID,
+    }
 }
 
 impl Engine {
@@ -69,9 +93,15 @@ impl Engine {
         for (gpu, h) in health.iter().enumerate() {
             let gpu = gpu as u32;
             if ![OK, SPLIT, RETIRED].contains(&h.as_str()) {
-                log::warn!(
-                    "GPU {gpu} stays offline ({h}), as before the restart; `gpuctl devices online {gpu}` brings it back"
-                );
+                if h == NO_UUID {
+                    log::error!(
+                        "device {gpu} takes no task: its UUID could not be read from the GPU driver (health {NO_UUID})"
+                    );
+                } else {
+                    log::warn!(
+                        "GPU {gpu} stays offline ({h}), as before the restart; `gpuctl devices online {gpu}` brings it back"
+                    );
+                }
                 let offline = Input::Offline {
                     device: gpu,
                     interrupt: false,
@@ -142,6 +172,13 @@ impl Engine {
         if !online {
             self.take_offline(gpu, DRAINED.into(), false, round);
             return Ok(());
+        }
+        if of_target(self.target(gpu).as_ref()) == NO_UUID {
+            return Err(AgentError::Failed(format!(
+                "device {gpu} stays offline ({NO_UUID}): its UUID could not be read from the GPU driver, \
+                 so no task could be shown it in CUDA_VISIBLE_DEVICES; restarting the daemon, \
+                 or applying its GPU's MIG layout again, reads it again"
+            )));
         }
         if health == OK {
             return Ok(());

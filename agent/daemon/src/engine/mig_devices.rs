@@ -10,8 +10,9 @@
 
 use gpu_agent_core::host::{DeviceSpec, Partition};
 use gpu_agent_core::scheduler::Repartition;
+use gpu_agent_core::Input;
 
-use super::health::{self, OK};
+use super::health::{self, NO_UUID, OK};
 use super::{lifecycle::IdleLock, Engine, Notice, Round};
 use crate::layout::{self, Target};
 use crate::store::Op;
@@ -83,6 +84,9 @@ impl Engine {
                 self.health[*d as usize] = health.into();
             }
         }
+        for &d in &change.devices {
+            self.follow_uuid(d, round);
+        }
         round.ops.push(Op::SetMeta(
             layout::META_KEY.into(),
             layout::encode(&self.devices),
@@ -102,6 +106,37 @@ impl Engine {
                 online: self.core.online(d),
                 health: self.health[d as usize].clone(),
             });
+        }
+    }
+
+    /// Keeps schedulable device `d`, which a layout change just made or
+    /// kept, offline in the core with health `no-uuid` while its UUID is
+    /// unknown (no task could be shown it in `CUDA_VISIBLE_DEVICES`), and
+    /// lets it take work again once a later change read it.
+    fn follow_uuid(&mut self, d: u32, round: &mut Round) {
+        let Some(spec) = self.devices.get(d as usize) else {
+            return;
+        };
+        if !spec.schedulable() {
+            return;
+        }
+        let i = d as usize;
+        match health::of_target(self.target(d).as_ref()) {
+            NO_UUID if self.core.online(d) => {
+                log::error!(
+                    "device {d} takes no task: its UUID could not be read from the GPU driver (health {NO_UUID})"
+                );
+                self.health[i] = NO_UUID.into();
+                let now = self.time.model_now();
+                let offline = Input::Offline {
+                    device: d,
+                    interrupt: false,
+                };
+                let actions = self.decide(|core| core.handle(now, offline));
+                self.apply(actions, round);
+            }
+            OK if self.health[i] == NO_UUID => self.health[i] = OK.into(),
+            _ => {}
         }
     }
 }

@@ -504,12 +504,12 @@ impl Engine {
         setup: Setup,
         (tx, rx): (mpsc::Sender<Request>, mpsc::Receiver<Request>),
     ) -> Result<std::thread::JoinHandle<()>, EngineError> {
+        let health = health::stored(&setup.store, &setup.devices, &setup.targets)?;
         let targets: Targets = Arc::new(std::sync::RwLock::new(setup.targets));
         let stored = setup.store.tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
         let n_devices = setup.devices.len();
-        let health = health::stored(&setup.store, &setup.devices)?;
         let gpus = MockLoad(setup.load, targets.clone());
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy)

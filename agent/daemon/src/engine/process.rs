@@ -51,19 +51,35 @@ impl Processes {
     }
 }
 
+/// Each of `devices`' UUIDs, for `CUDA_VISIBLE_DEVICES`; an error naming
+/// the first device whose UUID is unknown (never an empty entry, which
+/// would show the task no GPU, or every GPU).
+fn visible_devices(targets: &Targets, devices: &[u32]) -> Result<Vec<String>, String> {
+    devices
+        .iter()
+        .map(|&d| match targets::get(targets, d) {
+            Some(t) if !t.uuid.is_empty() => Ok(t.uuid),
+            _ => Err(format!(
+                "not launched: device {d}'s UUID could not be read from the GPU driver, \
+                 so CUDA_VISIBLE_DEVICES cannot name it"
+            )),
+        })
+        .collect()
+}
+
 impl Executor for Processes {
     fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), String> {
         let Start { key, task, app, .. } = start;
+        let visible_devices = visible_devices(&self.targets, &task.devices).map_err(|e| {
+            log::warn!("task {}: {e}", task.id);
+            e
+        })?;
         let launch = Launch {
             task_id: task.id.clone(),
             argv: task.spec.command.clone(),
             env: task.spec.env.clone(),
             uid: task.owner_uid,
-            visible_devices: task
-                .devices
-                .iter()
-                .map(|&d| targets::get(&self.targets, d).map_or_else(String::new, |t| t.uuid))
-                .collect(),
+            visible_devices,
             log: match &self.log_dir {
                 Some(dir) => LogSink::File(dir.join(format!("{}.log", task.id))),
                 None => LogSink::Journal,
@@ -118,6 +134,41 @@ impl Executor for Processes {
             Some(_) if keep => AtStop::Keep,
             Some(&pid) => AtStop::End(Some(pid)),
             None => AtStop::End(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, RwLock};
+
+    use super::visible_devices;
+    use crate::layout::{Target, Targets};
+
+    #[test]
+    fn a_device_without_a_uuid_is_refused_not_left_empty() {
+        let target = |gpu, uuid: &str| Target {
+            gpu,
+            uuid: uuid.into(),
+            mig: None,
+        };
+        let targets: Targets = Arc::new(RwLock::new(vec![
+            target(0, "GPU-0a1b"),
+            target(0, ""),
+            target(0, "MIG-2c3d"),
+        ]));
+        assert_eq!(
+            visible_devices(&targets, &[2, 0]),
+            Ok(vec!["MIG-2c3d".to_string(), "GPU-0a1b".to_string()])
+        );
+        assert_eq!(visible_devices(&targets, &[]), Ok(vec![]));
+        for devices in [&[0, 1][..], &[1], &[7]] {
+            let bad = devices.iter().find(|&&d| d != 0).unwrap();
+            let err = visible_devices(&targets, devices).unwrap_err();
+            assert!(
+                err.starts_with(&format!("not launched: device {bad}'s UUID")),
+                "{err}"
+            );
         }
     }
 }
