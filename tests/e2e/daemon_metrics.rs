@@ -34,15 +34,7 @@ fn daemon_metrics_scrape_passes_promtool() {
         config: Some("metrics_listen = \"127.0.0.1:0\"\n".into()),
         ..Settings::default()
     });
-    let addr = wait_for(
-        "the metrics address in the log",
-        Duration::from_secs(10),
-        || {
-            let log = d.stderr();
-            let rest = log.split_once("serving Prometheus metrics at http://")?.1;
-            Some(rest.split_once("/metrics")?.0.to_string())
-        },
-    );
+    let addr = metrics_addr(&d);
     let id = d.submit(&spec(10.0, 1.0, 60.0, 1.0)).expect("Submit");
     d.wait_state(&id, TaskStatus::Succeeded, Duration::from_secs(30));
 
@@ -58,36 +50,7 @@ fn daemon_metrics_scrape_passes_promtool() {
     ] {
         assert!(body.contains(line), "{line} not in the scrape:\n{body}");
     }
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            promtool
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(body.as_bytes())
-                .unwrap();
-            let out = promtool.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "promtool check metrics: {}{}\n{body}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI installs promtool (.ci/run): {e}"
-            );
-            println!("promtool not installed ({e}); the scrape was not linted");
-        }
-    }
+    lint(&body);
 
     // Every series the shipped Grafana dashboard queries is in the scrape.
     let dashboard = std::fs::read_to_string(
@@ -124,4 +87,95 @@ fn daemon_metrics_scrape_passes_promtool() {
     assert!(body.ends_with("# EOF\n"), "{body}");
     let (head, _) = get(&addr, "/other", "*/*");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+}
+
+/// `promtool check metrics` passes `body` (where promtool is installed; CI
+/// installs it).
+fn lint(body: &str) {
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            promtool
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.as_bytes())
+                .unwrap();
+            let out = promtool.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool check metrics: {}{}\n{body}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI installs promtool (.ci/run): {e}"
+            );
+            println!("promtool not installed ({e}); the scrape was not linted");
+        }
+    }
+}
+
+/// The address `/metrics` is served at, from `d`'s log.
+fn metrics_addr(d: &Daemon) -> String {
+    wait_for(
+        "the metrics address in the log",
+        Duration::from_secs(10),
+        || {
+            let log = d.stderr();
+            let rest = log.split_once("serving Prometheus metrics at http://")?.1;
+            Some(rest.split_once("/metrics")?.0.to_string())
+        },
+    )
+}
+
+/// A daemon on a GPU split into two MIG instances (and a whole T4) shows
+/// each instance as `mig_` series apart from its GPU's `gpu_` series, with
+/// its index, GPU, UUID and profile, and the scrape lints clean.
+#[test]
+fn daemon_metrics_show_each_mig_instance() {
+    let d = Daemon::start_with(Settings {
+        config: Some("metrics_listen = \"127.0.0.1:0\"\n".into()),
+        host: Some(
+            "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n\
+             [[gpu]]\nmodel = \"T4\"\nspeed = 1\n"
+                .into(),
+        ),
+        ..Settings::default()
+    });
+    let addr = metrics_addr(&d);
+    let (head, body) = get(&addr, "/metrics", "*/*");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    for device in ["2", "3"] {
+        let online = format!("gpu_agent_mig_online{{device=\"{device}\",gpu=\"0\",uuid=\"MIG-");
+        let line = body
+            .lines()
+            .find(|l| l.starts_with(&online))
+            .unwrap_or_else(|| panic!("{online} not in the scrape:\n{body}"));
+        assert!(
+            line.contains(",profile=\"3g.20gb\",health=\"ok\"} 1"),
+            "{line}"
+        );
+        for family in ["gpu_agent_mig_busy", "gpu_agent_mig_memory_bytes"] {
+            let series = format!("{family}{{device=\"{device}\",gpu=\"0\",");
+            assert!(
+                body.contains(&series),
+                "{series} not in the scrape:\n{body}"
+            );
+        }
+    }
+    assert!(
+        body.contains("gpu_agent_gpu_online{gpu=\"0\",")
+            && !body.contains("gpu_agent_gpu_busy{gpu=\"2\""),
+        "the split GPU is a gpu_ series, its instances are not:\n{body}"
+    );
+    lint(&body);
 }

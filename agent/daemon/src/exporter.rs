@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use crate::devices;
 use crate::engine::{Census, Request};
 use gpu_agent_backend::GpuBackend;
-use gpu_agent_core::host::DeviceSpec;
+use gpu_agent_core::host::{DeviceSpec, Partition};
 
 /// The histograms and counters kept between scrapes.
 #[derive(Clone)]
@@ -170,6 +170,7 @@ pub fn render(
                 0.0
             });
     }
+    mig_series(&mut registry, backend, census);
     let tasks = gauge(&mut registry, "tasks", "Tasks by state", None);
     for (state, n) in &census.tasks {
         tasks
@@ -208,6 +209,66 @@ pub fn render(
     let mut text = String::new();
     encode(&mut text, &registry).expect("writing to a String cannot fail");
     text
+}
+
+/// The `mig_` series: each MIG instance that takes placements (as the
+/// layouts stand now), labelled with its device index, its GPU, its UUID
+/// (`""` when it could not be read) and its profile. Power and energy are
+/// left to its GPU's series (an instance's are a share of them).
+fn mig_series(registry: &mut Registry, backend: &dyn GpuBackend, census: &Census) {
+    let memory = Family::<Labels, FloatGauge>::default();
+    registry.register_with_unit(
+        "mig_memory",
+        "Memory of the MIG instance",
+        Unit::Bytes,
+        memory.clone(),
+    );
+    let busy = Family::<Labels, FloatGauge>::default();
+    registry.register(
+        "mig_busy",
+        "1 while a task runs on the MIG instance",
+        busy.clone(),
+    );
+    let online = Family::<Labels, FloatGauge>::default();
+    registry.register(
+        "mig_online",
+        "1 while the MIG instance takes work; 0 otherwise (label health: its GPU's failure, drained, no-uuid)",
+        online.clone(),
+    );
+    for spec in &census.devices {
+        let Partition::Mig(slot) = &spec.partition else {
+            continue;
+        };
+        let i = spec.index as usize;
+        let target = crate::layout::Target::read(backend, spec);
+        let labels: Labels = vec![
+            ("device".into(), spec.index.to_string()),
+            ("gpu".into(), slot.parent.to_string()),
+            ("uuid".into(), target.uuid),
+            ("profile".into(), slot.profile.name.to_string()),
+        ];
+        memory.get_or_create(&labels).set(
+            target
+                .mig
+                .map_or(spec.memory_gb * 1e9, |m| m.memory_bytes as f64),
+        );
+        let running = census.busy.get(i).copied().unwrap_or(false);
+        busy.get_or_create(&labels)
+            .set(if running { 1.0 } else { 0.0 });
+        let health = census
+            .health
+            .get(i)
+            .map_or(crate::engine::HEALTH_OK, String::as_str);
+        let mut with_health = labels;
+        with_health.push(("health".into(), health.into()));
+        online
+            .get_or_create(&with_health)
+            .set(if health == crate::engine::HEALTH_OK {
+                1.0
+            } else {
+                0.0
+            });
+    }
 }
 
 /// `text` (OpenMetrics, as [`render`] writes it) in the classic Prometheus
@@ -409,6 +470,7 @@ mod tests {
             local: 3,
             busy: vec![true],
             health: vec!["xid 79: GPU has fallen off the bus".into()],
+            devices: host.devices.clone(),
         };
         let uuid = mock.device_info(0).unwrap().uuid;
         let text = classic(&render(&mock, &host.devices, &[], &census, &telemetry));
@@ -438,5 +500,65 @@ mod tests {
         ));
         let online = format!("gpu_agent_gpu_online{{gpu=\"0\",uuid=\"{uuid}\",");
         assert!(text.contains(&online), "{online} not in:\n{text}");
+    }
+
+    #[test]
+    fn a_scrape_shows_each_mig_instance_apart_from_its_gpu() {
+        let host = gpu_agent_sim::input::host::parse(
+            std::path::Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n",
+        )
+        .unwrap();
+        let clock = Arc::new(gpu_agent_backend::mock::VirtualClock::new());
+        let mock = gpu_agent_backend::mock::MockBackend::new(&host, clock);
+        let physical: Vec<DeviceSpec> = host
+            .devices
+            .iter()
+            .filter(|d| d.mig().is_none())
+            .cloned()
+            .collect();
+        let indices: Vec<u32> = host.devices.iter().map(|d| d.index).collect();
+        assert_eq!(indices, [0, 1, 2]);
+        let census = Census {
+            tasks: vec![],
+            pending: 0,
+            local: 0,
+            busy: vec![false, false, true],
+            health: vec!["mig".into(), "no-uuid".into(), "ok".into()],
+            devices: host.devices.clone(),
+        };
+        let text = classic(&render(
+            &mock,
+            &physical,
+            &[],
+            &census,
+            &Telemetry::default(),
+        ));
+        let uuid = |d: &DeviceSpec| crate::layout::Target::read(&mock, d).uuid;
+        let (a, b) = (uuid(&host.devices[1]), uuid(&host.devices[2]));
+        assert!(a.starts_with("MIG-") && b.starts_with("MIG-") && a != b);
+        for line in [
+            "# TYPE gpu_agent_mig_busy gauge".to_string(),
+            format!("gpu_agent_mig_busy{{device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\"}} 0.0"),
+            format!("gpu_agent_mig_busy{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} 1.0"),
+            format!("gpu_agent_mig_online{{device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\",health=\"no-uuid\"}} 0.0"),
+            format!("gpu_agent_mig_online{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\",health=\"ok\"}} 1.0"),
+            "gpu_agent_gpu_online{gpu=\"0\",".to_string(),
+        ] {
+            assert!(text.contains(&line), "{line} not in:\n{text}");
+        }
+        let memory = format!("gpu_agent_mig_memory_bytes{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} ");
+        let bytes: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&memory))
+            .unwrap_or_else(|| panic!("{memory} not in:\n{text}"))
+            .parse()
+            .unwrap();
+        assert!(
+            bytes > 19.0 * (1u64 << 30) as f64 && bytes < 21.0 * (1u64 << 30) as f64,
+            "{bytes}"
+        );
+        // The instances are not `gpu_` series.
+        assert!(!text.contains("gpu_agent_gpu_busy{gpu=\"1\""), "{text}");
     }
 }

@@ -343,6 +343,8 @@ pub struct Census {
     pub busy: Vec<bool>,
     /// Per device: its health (`ok`: online).
     pub health: Vec<String>,
+    /// The devices as the GPUs' layouts stand (MIG instances included).
+    pub devices: Vec<DeviceSpec>,
 }
 
 /// Why the engine could not start.
@@ -787,6 +789,7 @@ impl Engine {
             local: by_state.get(&TaskStatus::Assigned).copied().unwrap_or(0),
             busy,
             health: self.health.clone(),
+            devices: self.devices.clone(),
         }
     }
 
