@@ -725,3 +725,65 @@ async fn a_mig_instance_without_a_uuid_takes_no_task() {
     );
     assert!(device.uuid().await.unwrap().starts_with("MIG-"));
 }
+
+/// At startup, a MIG instance whose MIG device (UUID) cannot be read takes
+/// no task: the engine takes it offline with health `no-uuid` (what its
+/// `Device1` shows), and `SetDeviceOnline` cannot bring it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mig_instance_found_without_a_uuid_at_startup_takes_no_task() {
+    use gpu_agent_backend::mock::Fault;
+    use gpu_agent_core::mig::A100_40GB;
+    use gpu_agent_core::placement::Instance;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut setup, mock, mut notices) = setup(dir.path());
+    mock.set_mig_mode(0, true).unwrap();
+    mock.reset_gpu(0).unwrap();
+    let three = A100_40GB.profile(9).unwrap();
+    let layout: Vec<Instance> = [0, 4]
+        .iter()
+        .map(|&start| Instance {
+            profile: three,
+            start,
+        })
+        .collect();
+    lay_out(&mock, 0, &layout);
+    mock.inject(0, Fault::NotSupported("mig_devices"));
+    let (devices, _) =
+        super::layout::discover(&*mock, setup.devices.clone(), None, &Default::default()).unwrap();
+    assert_eq!(devices.len(), 4);
+    setup.targets = devices
+        .iter()
+        .map(|d| super::layout::Target::read(&*mock, d))
+        .collect();
+    setup.devices = devices;
+    let (tx, rx) = Engine::channel();
+    Engine::start(setup, (tx.clone(), rx)).unwrap();
+    let mut offline = Vec::new();
+    while offline.len() < 2 {
+        let notice = tokio::time::timeout(Duration::from_secs(10), notices.recv())
+            .await
+            .expect("a notice within 10 s")
+            .expect("the engine runs");
+        if let Notice::DeviceHealth {
+            device,
+            online,
+            health,
+        } = notice
+        {
+            offline.push((device, online, health));
+        }
+    }
+    assert_eq!(
+        offline,
+        [(2, false, "no-uuid".into()), (3, false, "no-uuid".into())]
+    );
+    let (reply, answer) = oneshot::channel();
+    tx.send(Request::SetDeviceOnline {
+        gpu: 2,
+        online: true,
+        reply,
+    })
+    .unwrap();
+    let refused = answer.await.unwrap().unwrap_err();
+    assert!(refused.to_string().contains("no-uuid"), "{refused}");
+}
