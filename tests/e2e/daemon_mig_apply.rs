@@ -452,3 +452,48 @@ fn daemon_mig_apply_refuses_to_strand_waiting_tasks_unless_asked() {
         "{reason}"
     );
 }
+
+/// A layout change whose instances' UUIDs cannot be read back (the mock's
+/// `mig_devices` fails) leaves them offline with health `no-uuid`, shown by
+/// `gpuctl devices` and their `Device1`; `gpuctl devices online` refuses
+/// them, naming why.
+#[test]
+fn daemon_mig_apply_instances_without_a_uuid_stay_offline() {
+    let d = Daemon::start();
+    let out = gpuctl(&d, &["mock", "inject", "0", "fail", "mig_devices"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let work = tempfile::tempdir().unwrap();
+    let file = write(work.path(), "mig.yaml", &config(SPLIT_0));
+    let out = gpuctl(&d, &["mig", "apply", "-f", &file, "-c", "a"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gpuctl(&d, &["devices"]);
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        listing.lines().filter(|l| l.contains("no-uuid")).count(),
+        2,
+        "{listing}"
+    );
+    for start in [0, 4] {
+        let path = format!("/org/gpuagent/Agent1/gpu/0/mig/{start}");
+        let health = d.busctl_json(&[
+            "get-property",
+            "org.gpuagent.Agent1",
+            &path,
+            "org.gpuagent.Device1",
+            "Health",
+        ]);
+        assert_eq!(health["data"], "no-uuid", "{path}");
+    }
+    let out = gpuctl(&d, &["devices", "online", "4"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-uuid"), "{err}");
+}

@@ -27,9 +27,11 @@ enum Command {
 }
 
 /// Make mock GPU GPU fail: `lost` (it falls off the bus: every call on it
-/// fails until `gpuctl mock repair`), or `xid N` (the driver reports XID
-/// error N). The daemon takes the GPU offline on `lost` and on the critical
-/// XIDs (48, 63, 64, 74, 79, 92, 94, 95); it only logs the others.
+/// fails until `gpuctl mock repair`), `xid N` (the driver reports XID
+/// error N), or `fail METHOD` (calls of that backend method, e.g.
+/// `mig_devices`, fail as not supported while the daemon runs). The daemon
+/// takes the GPU offline on `lost` and on the critical XIDs (48, 63, 64,
+/// 74, 79, 92, 94, 95); it only logs the others.
 #[derive(clap::Args)]
 struct InjectArgs {
     #[command(flatten)]

@@ -10,7 +10,7 @@ use zbus::{interface, message::Header, Connection};
 
 use super::auth::Auth;
 use super::engine::Request;
-use gpu_agent_backend::mock::{Fault, MockBackend};
+use gpu_agent_backend::mock::{Fault, MockBackend, METHODS};
 use gpu_agent_backend::GpuBackend;
 use gpu_agent_dbus::AgentError;
 
@@ -55,18 +55,29 @@ pub fn watch(
         })
 }
 
-/// A fault `InjectFault` takes: `lost`, or `xid N`.
+/// A fault `InjectFault` takes: `lost`, `xid N`, or `fail METHOD` (calls
+/// to the backend method fail as not supported).
 fn parse_fault(text: &str) -> Result<Fault, AgentError> {
     let words: Vec<&str> = text.split_whitespace().collect();
     match words.as_slice() {
         ["lost"] => Ok(Fault::GpuLost),
+        ["fail", method] => METHODS
+            .iter()
+            .find(|m| *m == method)
+            .map(|m| Fault::NotSupported(m))
+            .ok_or_else(|| {
+                AgentError::InvalidArgument(format!(
+                    "fault {text:?}: {method:?} is not a backend method ({})",
+                    METHODS.join(", ")
+                ))
+            }),
         ["xid", code] => code.parse().map(Fault::Xid).map_err(|_| {
             AgentError::InvalidArgument(format!(
                 "fault {text:?}: xid takes a code, a whole number >= 0"
             ))
         }),
         _ => Err(AgentError::InvalidArgument(format!(
-            "fault {text:?}: expected \"lost\" or \"xid N\""
+            "fault {text:?}: expected \"lost\", \"xid N\" or \"fail METHOD\""
         ))),
     }
 }
@@ -109,7 +120,9 @@ impl MockControl {
 impl MockControl {
     /// Injects `fault` on mock GPU `gpu`: `lost` (it falls off the bus:
     /// every call on it fails until `Repair`) or `xid N` (the driver reports
-    /// XID N). Either is reported as a device event, as NVML would.
+    /// XID N), either reported as a device event, as NVML would; or `fail
+    /// METHOD` (calls of that backend method on it fail as not supported,
+    /// for as long as the daemon runs).
     async fn inject_fault(
         &self,
         gpu: u32,
@@ -154,7 +167,15 @@ mod tests {
         );
         assert_eq!(
             parse_fault("gone").unwrap_err().to_string(),
-            "org.gpuagent.Agent1.Error.InvalidArgument: fault \"gone\": expected \"lost\" or \"xid N\""
+            "org.gpuagent.Agent1.Error.InvalidArgument: fault \"gone\": expected \"lost\", \"xid N\" or \"fail METHOD\""
         );
+        assert_eq!(
+            parse_fault("fail mig_devices").unwrap(),
+            Fault::NotSupported("mig_devices")
+        );
+        assert!(parse_fault("fail nvmlInit")
+            .unwrap_err()
+            .to_string()
+            .starts_with("org.gpuagent.Agent1.Error.InvalidArgument: fault \"fail nvmlInit\": \"nvmlInit\" is not a backend method (device_count, "));
     }
 }

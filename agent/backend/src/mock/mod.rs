@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use clock::{Clock, SystemClock, VirtualClock};
-pub use faults::{Call, Fault, CALL_LOG_LEN};
+pub use faults::{Call, Fault, CALL_LOG_LEN, METHODS};
 pub use gpu::{Controls, MockProcess};
 
 use self::faults::{CallLog, Faults};
