@@ -250,6 +250,21 @@ fn export(args: ExportArgs) -> Result<()> {
     }
 }
 
+/// Reads the v1 file at `path` (`-`: standard input) and finds its
+/// configuration `name`: the file's text and the configuration's name.
+/// Read here first, before the daemon, so that errors name the file.
+fn read_config(path: &PathBuf, name: Option<&str>) -> Result<(String, String)> {
+    let yaml = read(path)?;
+    let shown = path.display();
+    let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
+    let config = file
+        .config(name)
+        .map_err(|e| anyhow!("{shown}: {e}"))?
+        .name
+        .clone();
+    Ok((yaml, config))
+}
+
 /// Reads `path` (`-`: standard input).
 fn read(path: &PathBuf) -> Result<String> {
     if path.as_os_str() == "-" {
@@ -264,15 +279,8 @@ fn read(path: &PathBuf) -> Result<String> {
 }
 
 fn assert(args: AssertArgs) -> Result<()> {
-    let yaml = read(&args.file)?;
+    let (yaml, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
-    // Read here first: errors then name the file.
-    let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
-    let config = file
-        .config(args.config.as_deref())
-        .map_err(|e| anyhow!("{shown}: {e}"))?
-        .name
-        .clone();
     if args.valid_config {
         return emit(&format!("{shown}: configuration {config} is valid\n"));
     }
@@ -298,14 +306,8 @@ fn assert(args: AssertArgs) -> Result<()> {
 fn apply(args: ApplyArgs) -> Result<()> {
     use futures_util::StreamExt;
     use zbus::zvariant::{OwnedValue, Value};
-    let yaml = read(&args.file)?;
+    let (yaml, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
-    let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
-    let config = file
-        .config(args.config.as_deref())
-        .map_err(|e| anyhow!("{shown}: {e}"))?
-        .name
-        .clone();
     if !(args.timeout.is_finite() && args.timeout >= 0.0) {
         bail!("--timeout: expected seconds >= 0, got {}", args.timeout);
     }

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
 use gpu_agent_backend::{BackendError, GpuBackend, MigDevice};
-use gpu_agent_core::host::{DeviceSpec, MigSlot, Partition};
+use gpu_agent_core::host::{DeviceSpec, Host, MigSlot, Partition};
 use gpu_agent_core::mig::MigTable;
 
 /// Where the MIG slots are stored.
@@ -278,6 +278,19 @@ fn actual(
     Ok(Some(layout))
 }
 
+/// The physical GPUs of a host description, whole: what [`discover`] starts
+/// from on the mock, whose layouts are then read back like any GPU's.
+pub fn physical_gpus(host: Host) -> Vec<DeviceSpec> {
+    host.devices
+        .into_iter()
+        .filter(|d| d.mig().is_none())
+        .map(|d| DeviceSpec {
+            partition: Partition::Whole,
+            ..d
+        })
+        .collect()
+}
+
 /// The devices of a host of physical `gpus` (whole, indexed 0..) as their
 /// MIG layouts stand, after the restart rules of the [module](self)
 /// documentation against the `stored` slots; and the slots to store when
@@ -397,16 +410,7 @@ mod tests {
         );
         let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), &text).unwrap();
         let mock = Arc::new(MockBackend::new(&host, Arc::new(VirtualClock::new())));
-        let gpus = host
-            .devices
-            .into_iter()
-            .filter(|d| d.mig().is_none())
-            .map(|d| DeviceSpec {
-                partition: Partition::Whole,
-                ..d
-            })
-            .collect();
-        (mock, gpus)
+        (mock, physical_gpus(host))
     }
 
     fn labels(devices: &[DeviceSpec]) -> Vec<String> {

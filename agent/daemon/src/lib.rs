@@ -121,15 +121,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
             // The GPUs as the file describes them; their layouts are read
             // back from the mock like any GPU's.
-            let gpus = host
-                .devices
-                .into_iter()
-                .filter(|d| d.mig().is_none())
-                .map(|d| DeviceSpec {
-                    partition: Partition::Whole,
-                    ..d
-                })
-                .collect();
+            let gpus = layout::physical_gpus(host);
             (
                 (mock.clone(), Some(mock)),
                 gpus,
