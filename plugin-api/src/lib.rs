@@ -35,9 +35,10 @@ pub use abi_stable;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.
-pub const ABI_VERSION: &str = "gpu-agent-policy-abi/5";
+pub const ABI_VERSION: &str = "gpu-agent-policy-abi/6";
 
-/// A task key: the task's index in [`View::tasks`], stable for the life of the core.
+/// A task key: handed out densely from 0 in submission order and never
+/// reused, stable for the life of the core; [`View::task`] finds a task by it.
 pub type TaskKey = u64;
 
 /// Clocks normalised to the device's default clocks (1.0 = default; formats.md §6).
@@ -179,7 +180,7 @@ pub enum TaskState {
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug)]
 pub struct Task {
-    /// This task's key (its index in [`View::tasks`]).
+    /// This task's key ([`TaskKey`]).
     pub key: TaskKey,
     /// The id the user gave it.
     pub id: RString,
@@ -310,7 +311,10 @@ impl Device<'_> {
 pub struct View<'a> {
     /// Current time, seconds.
     pub now: f64,
-    /// Every task the core knows, indexed by key.
+    /// The tasks the core holds, in key order: every task that has not
+    /// ended, and some that ended lately (the core drops ended tasks as it
+    /// goes, so that its cost follows the live tasks). Find one by key with
+    /// [`View::task`] or [`View::get`], never by position.
     pub tasks: RSlice<'a, Task>,
     /// The central pending queue, in arrival order.
     pub pending: RSlice<'a, TaskKey>,
@@ -321,13 +325,36 @@ pub struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    /// The task with `key`.
+    /// The task with `key`: any task in `pending`, in a device's queue or
+    /// running, and one this call's event names.
     ///
     /// # Panics
-    /// When `key` is not a task of this view.
+    /// When the view does not hold `key` (a task that ended in an earlier
+    /// call may be gone: look such keys up with [`View::get`]).
     pub fn task(&self, key: TaskKey) -> &'a Task {
-        &self.tasks.as_slice()[key as usize]
+        self.get(key)
+            .unwrap_or_else(|| panic!("task key {key} is not in the view"))
     }
+
+    /// The task with `key`, if the view holds it.
+    pub fn get(&self, key: TaskKey) -> Option<&'a Task> {
+        let tasks = self.tasks.as_slice();
+        task_index(tasks, key).map(|i| &tasks[i])
+    }
+}
+
+/// Where the task with `key` is in `tasks` (in key order, as
+/// [`View::tasks`]), if there: at its offset from the first key while no
+/// task before it has been dropped, by binary search below that offset
+/// otherwise.
+pub fn task_index(tasks: &[Task], key: TaskKey) -> Option<usize> {
+    let offset = key.checked_sub(tasks.first()?.key)? as usize;
+    if tasks.get(offset).is_some_and(|t| t.key == key) {
+        return Some(offset);
+    }
+    tasks[..offset.min(tasks.len())]
+        .binary_search_by_key(&key, |t| t.key)
+        .ok()
 }
 
 /// What happened, as told to the policy.

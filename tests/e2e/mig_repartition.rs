@@ -63,7 +63,7 @@ impl Replay {
                     prop_assert!(!self.started[k] && !self.rejected[k], "task {k} twice");
                     self.started[k] = true;
                     let specs: Vec<DeviceSpec> = self.core.devices().cloned().collect();
-                    let t = self.core.task(task);
+                    let t = self.core.task(task).expect("a started task is held");
                     for &d in &devices {
                         let spec = &specs[d as usize];
                         prop_assert!(spec.schedulable(), "task {k} on {}", spec.label());

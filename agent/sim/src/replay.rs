@@ -299,7 +299,8 @@ fn replay(
                     let first = core
                         .pending()
                         .first()
-                        .map(|&k| core.task(k).id.to_string())
+                        .and_then(|&k| core.task(k))
+                        .map(|t| t.id.to_string())
                         .unwrap_or_default();
                     return Err(SimError::Stranded {
                         policy: core.policy_name().into(),
@@ -460,9 +461,12 @@ impl Run {
         done.actions
     }
 
+    /// Carries out the actions of one core call. Layouts to make at once are
+    /// made after the rest, so that every action is carried out before the
+    /// core's next call (which may drop the tasks that ended in this one).
     fn apply(&mut self, core: &mut Core, actions: Vec<Action>) {
-        let mut actions: std::collections::VecDeque<Action> = actions.into();
-        while let Some(action) = actions.pop_front() {
+        let mut drained = Vec::new();
+        for action in actions {
             match action {
                 Action::Start {
                     task,
@@ -470,7 +474,7 @@ impl Run {
                     clocks,
                     runtime,
                 } => {
-                    let t = core.task(task);
+                    let t = core.task(task).expect("a started task is held");
                     let planned = runtime;
                     let runtime = planned * self.factors[task as usize];
                     let (start, end) = (self.now, self.now + runtime);
@@ -517,7 +521,11 @@ impl Run {
                 }
                 Action::Reject { task, reason } => {
                     self.rejected.push(Rejection {
-                        id: core.task(task).id.to_string(),
+                        id: core
+                            .task(task)
+                            .expect("a task rejected by this call is held")
+                            .id
+                            .to_string(),
                         reason,
                     });
                 }
@@ -541,10 +549,14 @@ impl Run {
                     if self.mig_delay_s > 0.0 {
                         self.push(self.now + self.mig_delay_s, What::MigApplied(gpu));
                     } else {
-                        actions.extend(self.mig_applied(core, gpu));
+                        drained.push(gpu);
                     }
                 }
             }
+        }
+        for gpu in drained {
+            let actions = self.mig_applied(core, gpu);
+            self.apply(core, actions);
         }
     }
 }

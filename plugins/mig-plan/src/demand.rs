@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use gpu_agent_plugin_api::{TaskState, View};
+use gpu_agent_plugin_api::{TaskKey, TaskState, View};
 
 /// One submitted task, as the window keeps it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,8 +41,8 @@ pub struct Window {
     length_s: f64,
     /// When the policy was first called: the window is full `length_s` later.
     since: Option<f64>,
-    /// Tasks of the view already taken in (the view's keys below it).
-    taken: usize,
+    /// The key of the next task to take in (keys below it were taken in).
+    taken: TaskKey,
     /// Tasks submitted within the window, oldest first.
     submitted: VecDeque<Submitted>,
     /// Application names seen, in order of first sight.
@@ -67,7 +67,9 @@ impl Window {
     pub fn observe(&mut self, view: &View<'_>) {
         let now = view.now;
         self.since.get_or_insert(now);
-        for task in &view.tasks.as_slice()[self.taken.min(view.tasks.len())..] {
+        let tasks = view.tasks.as_slice();
+        let new = tasks.partition_point(|t| t.key < self.taken);
+        for task in &tasks[new..] {
             // Refused before any policy saw it: no device set can hold it.
             if task.state == TaskState::Rejected {
                 continue;
@@ -88,7 +90,9 @@ impl Window {
                 gang: task.gpus > 1,
             });
         }
-        self.taken = view.tasks.len();
+        if let Some(last) = tasks.last() {
+            self.taken = self.taken.max(last.key + 1);
+        }
         while self
             .submitted
             .front()

@@ -36,7 +36,7 @@ impl Core {
                     }
                 }
                 self.take_pending(task);
-                self.tasks[task as usize].state = TaskState::Queued;
+                self.tasks.set_state(task, TaskState::Queued);
                 self.enqueue(task, placement, position.map(|p| p as usize));
                 Ok(())
             }
@@ -60,14 +60,14 @@ impl Core {
                     let slot = &mut self.slots[d as usize];
                     slot.projected_free = self.now + placement.runtime;
                 }
-                self.placements[task as usize] = Some(placement);
+                self.tasks.rest_mut(task).placement = Some(placement);
                 self.start(task, actions);
                 Ok(())
             }
             Decision::Reject { task, reason } => {
                 self.check_pending(task)?;
                 self.take_pending(task);
-                self.tasks[task as usize].state = TaskState::Rejected;
+                self.tasks.set_state(task, TaskState::Rejected);
                 self.unfinished -= 1;
                 actions.push(Action::Reject {
                     task,
@@ -91,9 +91,9 @@ impl Core {
                 task,
                 class,
                 readjusted,
-            } => match self.tasks.get(task as usize).map(|t| t.state) {
+            } => match self.tasks.get(task).map(|t| t.state) {
                 Some(TaskState::Queued | TaskState::Running) => {
-                    self.dvfs[task as usize] = Some((class, readjusted));
+                    self.tasks.rest_mut(task).dvfs = Some((class, readjusted));
                     Ok(())
                 }
                 _ => Err(format!(
@@ -107,15 +107,13 @@ impl Core {
     }
 
     fn id(&self, task: TaskKey) -> &str {
-        self.tasks
-            .get(task as usize)
-            .map_or("<unknown>", |t| t.id.as_str())
+        self.tasks.get(task).map_or("<unknown>", |t| t.id.as_str())
     }
 
     fn check_pending(&self, task: TaskKey) -> Result<(), String> {
-        match self.tasks.get(task as usize) {
+        match self.tasks.get(task) {
             None => Err(format!(
-                "decided about task key {task}, which does not exist"
+                "decided about task key {task}, which does not exist or has ended"
             )),
             Some(t) if t.state != TaskState::Pending => Err(format!(
                 "decided about task {}, which is {:?}, not pending",
@@ -133,7 +131,7 @@ impl Core {
         clocks: ROption<Clocks>,
     ) -> Result<Placement, String> {
         self.check_pending(task)?;
-        let t = &self.tasks[task as usize];
+        let t = self.tasks.task(task);
         let count = devices.len() as u32;
         if !t.gpu_counts().any(|g| g == count) {
             let alternatives = if t.alt_gpus.is_empty() {
@@ -236,7 +234,7 @@ impl Core {
     }
 
     fn enqueue(&mut self, task: TaskKey, placement: Placement, position: Option<usize>) {
-        let placement = self.placements[task as usize].insert(placement);
+        let placement = self.tasks.rest_mut(task).placement.insert(placement);
         let devices = &placement.devices;
         match position {
             Some(p) => {

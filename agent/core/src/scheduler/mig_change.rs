@@ -197,7 +197,7 @@ impl Core {
         Ok(waiting
             .into_iter()
             .filter(|&k| {
-                let task = &self.tasks[k as usize];
+                let task = self.tasks.task(k);
                 !task.gpu_counts().any(|g| {
                     after
                         .iter()
@@ -215,7 +215,7 @@ impl Core {
                 })
             })
             .map(|k| {
-                let task = &self.tasks[k as usize];
+                let task = self.tasks.task(k);
                 let why = format!(
                     "task {} ({} GPU(s) of {} GB) would fit no device with {change}",
                     task.id, task.gpus, task.mem_gb

@@ -38,6 +38,7 @@ mod mig_change;
 mod pending;
 mod projection;
 mod repartition;
+mod table;
 mod views;
 
 use gpu_agent_plugin_api::{
@@ -51,6 +52,7 @@ use gpu_agent_plugin_api::{
 pub use mig_change::{MigChange, MigPhase, OnBusy};
 use pending::Pending;
 pub use repartition::{Busy, Repartition, RepartitionError};
+use table::Table;
 use views::Views;
 
 use crate::host::DeviceSpec;
@@ -305,10 +307,8 @@ pub struct Core {
     min_speed: f64,
     /// Every device limited to its default clocks ([`Core::at_default_clocks`]).
     default_clocks: bool,
-    tasks: Vec<Task>,
-    placements: Vec<Option<Placement>>,
-    /// Per task: how its policy said it chose its clocks ([`Decision::Dvfs`]).
-    dvfs: Vec<Option<(DvfsClass, bool)>>,
+    /// The tasks not ended, and those that ended lately.
+    tasks: Table,
     pending: Pending,
     policy: PolicyInstance,
     /// True once the core runs the built-in fallback.
@@ -340,9 +340,7 @@ impl Core {
             min_speed: f64::INFINITY,
             default_clocks: false,
             slots,
-            tasks: Vec::new(),
-            placements: Vec::new(),
-            dvfs: Vec::new(),
+            tasks: Table::default(),
             pending: Pending::default(),
             policy,
             fallen_back: false,
@@ -410,15 +408,19 @@ impl Core {
         &self.policy.name
     }
 
-    /// The task with `key`.
-    pub fn task(&self, key: TaskKey) -> &Task {
-        &self.tasks[key as usize]
+    /// The task with `key`, while the core holds it: until it ends, and
+    /// after that at least until the core's next call (the actions of the
+    /// call in which it ended may name it); then it is dropped.
+    pub fn task(&self, key: TaskKey) -> Option<&Task> {
+        self.tasks.get(key)
     }
 
     /// How the policy said it chose `key`'s clocks: its class and whether it
-    /// was readjusted (`None`: it said nothing since the task was last placed).
+    /// was readjusted (`None`: it said nothing since the task was last
+    /// placed, or the core no longer holds it).
     pub fn dvfs(&self, key: TaskKey) -> Option<(DvfsClass, bool)> {
-        self.dvfs[key as usize]
+        self.tasks.get(key)?;
+        self.tasks.rest(key).dvfs
     }
 
     /// Tasks not yet finished, rejected or cancelled.
@@ -450,13 +452,11 @@ impl Core {
     /// Accepts a task at `now`; returns its key and what to do.
     pub fn submit(&mut self, now: f64, spec: TaskSpec) -> (TaskKey, Vec<Action>) {
         self.advance(now);
-        let key = self.tasks.len() as TaskKey;
+        let key = self.tasks.next_key();
         self.tasks.push(task_of(key, spec));
-        self.placements.push(None);
-        self.dvfs.push(None);
         let mut actions = Vec::new();
-        if let Some(reason) = self.unschedulable(&self.tasks[key as usize]) {
-            self.tasks[key as usize].state = TaskState::Rejected;
+        if let Some(reason) = self.unschedulable(self.tasks.task(key)) {
+            self.tasks.set_state(key, TaskState::Rejected);
             actions.push(Action::Reject { task: key, reason });
             return (key, actions);
         }
@@ -479,8 +479,8 @@ impl Core {
             Input::Overran { task } => self.overran(task, &mut actions),
             Input::Requeue { task } => {
                 let devices = self.vacate(task);
-                self.tasks[task as usize].state = TaskState::Pending;
-                self.dvfs[task as usize] = None;
+                self.tasks.set_state(task, TaskState::Pending);
+                self.tasks.rest_mut(task).dvfs = None;
                 self.pending.insert(task);
                 for d in devices {
                     self.consult(Event::DeviceChanged { device: d }, &mut actions);
@@ -524,14 +524,17 @@ impl Core {
         self.advance(now);
         let task = self
             .tasks
-            .get(key as usize)
+            .get(key)
             .ok_or_else(|| format!("no task key {key}"))?;
         match task.state {
             TaskState::Pending => {
                 self.pending.remove(key);
             }
             TaskState::Queued => {
-                let placement = self.placements[key as usize]
+                let placement = self
+                    .tasks
+                    .rest_mut(key)
+                    .placement
                     .take()
                     .expect("queued task has a placement");
                 for &d in &placement.devices {
@@ -550,7 +553,7 @@ impl Core {
             }
             state => return Err(format!("task {} is {state:?}, not waiting", task.id)),
         }
-        self.tasks[key as usize].state = TaskState::Done;
+        self.tasks.set_state(key, TaskState::Done);
         self.unfinished -= 1;
         let mut actions = Vec::new();
         self.consult(
@@ -580,9 +583,12 @@ impl Core {
         self.consult(Event::Activated, actions);
     }
 
+    /// Starts a call at `now`: the time moves on, and tasks that ended in
+    /// earlier calls may be dropped ([`Table::compact`]).
     fn advance(&mut self, now: f64) {
         debug_assert!(now >= self.now, "time went backwards: {now} < {}", self.now);
         self.now = self.now.max(now);
+        self.tasks.compact(self.unfinished);
     }
 
     /// Why no set of devices could ever hold `task`, if none could.
@@ -652,7 +658,7 @@ impl Core {
             .as_slice()
             .iter()
             .filter(|&&k| {
-                let task = &self.tasks[k as usize];
+                let task = self.tasks.task(k);
                 !task
                     .gpu_counts()
                     .any(|g| views.iter().filter(|d| task.fits_as(d, g)).count() >= g as usize)
@@ -663,13 +669,13 @@ impl Core {
     /// A finished task: frees its devices and counts it done.
     fn finish(&mut self, key: TaskKey) {
         self.vacate(key);
-        self.tasks[key as usize].state = TaskState::Done;
+        self.tasks.set_state(key, TaskState::Done);
         self.unfinished -= 1;
     }
 
     /// Frees the devices of a task that left them; returns them.
     fn vacate(&mut self, key: TaskKey) -> Vec<u32> {
-        let Some(placement) = self.placements[key as usize].take() else {
+        let Some(placement) = self.tasks.rest_mut(key).placement.take() else {
             panic!("task {key} left devices it was never placed on");
         };
         for &d in &placement.devices {
@@ -688,7 +694,7 @@ impl Core {
                 if slot.queued_gangs == 0 && !self.projection_stale {
                     slot.projected_free = self.now + slot.queued_work;
                     debug_assert!(
-                        projection::agrees(slot, &self.placements, self.now),
+                        projection::agrees(slot, &self.tasks, self.now),
                         "device {d}: queue projection {} drifted",
                         slot.projected_free
                     );
@@ -703,14 +709,10 @@ impl Core {
 
     /// `task` runs past its expected end: see [`Input::Overran`].
     fn overran(&mut self, task: TaskKey, actions: &mut Vec<Action>) {
-        if self.tasks.get(task as usize).map(|t| t.state) != Some(TaskState::Running) {
+        if self.tasks.get(task).map(|t| t.state) != Some(TaskState::Running) {
             return; // it ended meanwhile
         }
-        let devices = self.placements[task as usize]
-            .as_ref()
-            .expect("running task has a placement")
-            .devices
-            .clone();
+        let devices = self.tasks.placement(task).devices.clone();
         if self.now < self.slots[devices[0] as usize].running_until {
             return; // a check due for an earlier run of a task queued again
         }
@@ -754,7 +756,10 @@ impl Core {
         returned.sort_unstable();
         returned.dedup();
         for &key in &returned {
-            let placement = self.placements[key as usize]
+            let placement = self
+                .tasks
+                .rest_mut(key)
+                .placement
                 .take()
                 .expect("queued task has a placement");
             for &g in &placement.devices {
@@ -766,9 +771,9 @@ impl Core {
                 }
                 self.touch(g);
             }
-            self.tasks[key as usize].state = TaskState::Pending;
+            self.tasks.set_state(key, TaskState::Pending);
             // Placed again later, by whichever policy, with new clocks.
-            self.dvfs[key as usize] = None;
+            self.tasks.rest_mut(key).dvfs = None;
         }
         for key in returned {
             self.pending.insert(key);
@@ -791,12 +796,12 @@ impl Core {
     /// Asks the policy about `event` and applies its decisions.
     fn consult(&mut self, event: Event, actions: &mut Vec<Action>) {
         if self.projection_stale {
-            projection::recompute(&mut self.slots, &self.placements, self.now);
+            projection::recompute(&mut self.slots, &self.tasks, self.now);
             self.projection_stale = false;
         }
         let view = View {
             now: self.now,
-            tasks: RSlice::from_slice(&self.tasks),
+            tasks: RSlice::from_slice(self.tasks.as_slice()),
             pending: RSlice::from_slice(self.pending.as_slice()),
             devices: RSlice::from_slice(self.views.refresh(&mut self.slots, self.now)),
         };
@@ -848,9 +853,7 @@ impl Core {
             if slot.running.is_some() {
                 continue;
             }
-            let placement = self.placements[key as usize]
-                .as_ref()
-                .expect("queued task has a placement");
+            let placement = self.tasks.placement(key);
             let ready = placement.devices.iter().all(|&g| {
                 let s = &self.slots[g as usize];
                 s.running.is_none() && s.live_queue().first() == Some(&key)
@@ -877,9 +880,7 @@ impl Core {
 
     /// Starts `key` on the devices of its (already recorded) placement.
     fn start(&mut self, key: TaskKey, actions: &mut Vec<Action>) {
-        let placement = self.placements[key as usize]
-            .as_ref()
-            .expect("started task has a placement");
+        let placement = self.tasks.placement(key);
         for &g in &placement.devices {
             let slot = &mut self.slots[g as usize];
             slot.running = Some(key);
@@ -887,13 +888,13 @@ impl Core {
             slot.view_stale = true;
             slot.running_since = self.now;
         }
-        self.tasks[key as usize].state = TaskState::Running;
         actions.push(Action::Start {
             task: key,
             devices: placement.devices.clone(),
             clocks: placement.clocks,
             runtime: placement.runtime,
         });
+        self.tasks.set_state(key, TaskState::Running);
     }
 }
 

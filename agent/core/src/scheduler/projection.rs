@@ -9,13 +9,14 @@
 
 use gpu_agent_plugin_api::TaskKey;
 
-use super::{Placement, Slot};
+use super::table::Table;
+use super::Slot;
 
 /// Recomputes every slot's `projected_free` from scratch at `now`.
 ///
 /// Gang tasks only ever join the end of queues, so their relative order agrees
 /// on every device they share and the walk below always makes progress.
-pub(super) fn recompute(slots: &mut [Slot], placements: &[Option<Placement>], now: f64) {
+pub(super) fn recompute(slots: &mut [Slot], tasks: &Table, now: f64) {
     let mut free: Vec<f64> = slots
         .iter()
         .map(|s| {
@@ -27,11 +28,7 @@ pub(super) fn recompute(slots: &mut [Slot], placements: &[Option<Placement>], no
         })
         .collect();
     let mut next: Vec<usize> = slots.iter().map(|s| s.head).collect();
-    let runtime_of = |key: TaskKey| {
-        placements[key as usize]
-            .as_ref()
-            .expect("queued task has a placement")
-    };
+    let runtime_of = |key: TaskKey| tasks.placement(key);
     loop {
         let mut progressed = false;
         for d in 0..slots.len() {
@@ -86,12 +83,9 @@ pub(super) fn recompute(slots: &mut [Slot], placements: &[Option<Placement>], no
 
 /// Whether idle `slot`'s projection is what [`recompute`] would make of its
 /// queue, which holds no gang task, up to rounding (a debug check).
-pub(super) fn agrees(slot: &Slot, placements: &[Option<Placement>], now: f64) -> bool {
+pub(super) fn agrees(slot: &Slot, tasks: &Table, now: f64) -> bool {
     let free = slot.live_queue().iter().fold(now, |free, &key| {
-        let placement = placements[key as usize]
-            .as_ref()
-            .expect("queued task has a placement");
-        free.max(now) + placement.runtime
+        free.max(now) + tasks.placement(key).runtime
     });
     (slot.projected_free - free).abs() <= 1e-9 * free.abs().max(1.0)
 }

@@ -130,7 +130,7 @@ impl Core {
     pub(super) fn work_on(&self, d: u32) -> Option<Busy> {
         let slot = &self.slots[d as usize];
         if let Some(task) = slot.running {
-            Some(Busy::Running(self.tasks[task as usize].id.to_string()))
+            Some(Busy::Running(self.tasks.task(task).id.to_string()))
         } else if !slot.live_queue().is_empty() {
             Some(Busy::Queued(slot.live_queue().len()))
         } else {
@@ -229,13 +229,13 @@ impl Core {
             .as_slice()
             .iter()
             .filter_map(|&k| {
-                self.unschedulable(&self.tasks[k as usize])
+                self.unschedulable(self.tasks.task(k))
                     .map(|why| (k, format!("{why} ({change})")))
             })
             .collect();
         for (task, reason) in stranded {
             self.pending.remove(task);
-            self.tasks[task as usize].state = TaskState::Rejected;
+            self.tasks.set_state(task, TaskState::Rejected);
             self.unfinished -= 1;
             actions.push(Action::Reject { task, reason });
             self.consult(Event::Finished { task, ok: false }, &mut actions);

@@ -1656,3 +1656,58 @@ fn stranded_by_names_the_waiting_tasks_a_layout_would_leave_without_a_device() {
     assert_eq!(core.pending(), &[b]);
     assert!(core.mig_changes().is_empty());
 }
+
+/// Ended tasks are dropped as the core goes: over 2,000 tasks on two
+/// devices, never more than two live at once, the policies' view never
+/// holds more than a few dozen, a task that ended is found until the next
+/// call and not long after, and every task still starts and finishes once.
+#[test]
+fn ended_tasks_are_dropped_and_the_view_follows_the_live_ones() {
+    use std::sync::{Arc, Mutex};
+    let largest = Arc::new(Mutex::new(0usize));
+    let seen = largest.clone();
+    let mut core = core(2, move |view, event| {
+        let mut most = seen.lock().unwrap();
+        *most = (*most).max(view.tasks.len());
+        if let Event::Finished { task, .. } = event {
+            // The task the event names is in the view.
+            assert_eq!(view.task(*task).key, *task);
+        }
+        // Every pending task goes to an idle device, if there is one.
+        let mut idle: Vec<u32> = view
+            .devices
+            .iter()
+            .filter(|d| d.running.is_none() && d.queue.is_empty())
+            .map(|d| d.index)
+            .collect();
+        Ok(view
+            .pending
+            .iter()
+            .filter_map(|&k| Some(assign(k, &[idle.pop()?], None, None)))
+            .collect())
+    });
+    let mut running = std::collections::VecDeque::new();
+    let mut started = 0;
+    for i in 0..2000u32 {
+        let now = f64::from(i);
+        let (key, actions) = core.submit(now, spec(&format!("t{i}"), now, 0.5));
+        assert_eq!(key, TaskKey::from(i));
+        running.extend(starts(&actions).into_iter().map(|(k, _, _)| k));
+        while let Some(k) = running.pop_front() {
+            started += 1;
+            let actions = core.handle(now + 0.5, Input::Finished { task: k, ok: true });
+            // Until the next call it is still there, ended.
+            assert_eq!(
+                core.task(k).map(|t| t.state),
+                Some(gpu_agent_plugin_api::TaskState::Done)
+            );
+            running.extend(starts(&actions).into_iter().map(|(k, _, _)| k));
+        }
+    }
+    assert_eq!(started, 2000);
+    assert_eq!(core.unfinished(), 0);
+    // Long ended tasks are gone; their keys are not reused.
+    assert!(core.task(0).is_none());
+    let most = *largest.lock().unwrap();
+    assert!(most <= 2 * 64 + 2, "the view held {most} tasks");
+}

@@ -100,21 +100,26 @@ impl Engine {
                     info.state = TaskStatus::Running;
                     info.devices = devices.clone();
                     info.started = Some(now);
-                    info.clocks = self.devices.get(devices[0] as usize).map(|d| {
-                        let app = &self.core.task(task).app;
-                        let dvfs = self.core.dvfs(task);
-                        TaskClocks {
-                            class: dvfs.map(|(c, _)| c.name().to_string()),
-                            readjusted: dvfs.map(|(_, r)| r),
-                            ..clocks_record(
-                                d.model,
-                                app,
-                                clocks,
-                                runtime,
-                                runtime / app.time_factor(clocks),
-                            )
-                        }
-                    });
+                    let started = self.core.task(task);
+                    info.clocks =
+                        self.devices
+                            .get(devices[0] as usize)
+                            .zip(started)
+                            .map(|(d, t)| {
+                                let app = &t.app;
+                                let dvfs = self.core.dvfs(task);
+                                TaskClocks {
+                                    class: dvfs.map(|(c, _)| c.name().to_string()),
+                                    readjusted: dvfs.map(|(_, r)| r),
+                                    ..clocks_record(
+                                        d.model,
+                                        app,
+                                        clocks,
+                                        runtime,
+                                        runtime / app.time_factor(clocks),
+                                    )
+                                }
+                            });
                     let how = if info.spec.command.is_empty() {
                         How::Modelled
                     } else {

@@ -321,13 +321,13 @@ impl Engine {
     /// Why GPU `gpu` is busy (a task running or queued there), if it is.
     fn mig_busy(&self, gpu: u32) -> Option<String> {
         if let Some(&task) = self.core.mig_drain_waits_for(gpu).first() {
-            return Some(format!("runs task {}", self.core.task(task).id));
+            return Some(format!("runs task {}", self.core_id(task)));
         }
         self.core.devices_of_gpu(gpu).into_iter().find_map(|d| {
             let task = *self.core.local_queue(d).first()?;
             Some(format!(
                 "has task {} queued on device {d}",
-                self.core.task(task).id
+                self.core_id(task)
             ))
         })
     }
@@ -347,7 +347,7 @@ impl Engine {
             .core
             .mig_drain_waits_for(gpu)
             .into_iter()
-            .map(|k| self.core.task(k).id.to_string())
+            .map(|k| self.core_id(k).to_string())
             .collect();
         let message = if waits.is_empty() {
             format!("to {}", describe(&target))
@@ -454,7 +454,7 @@ impl Engine {
                 .core
                 .mig_drain_waits_for(gpu)
                 .into_iter()
-                .map(|k| self.core.task(k).id.to_string())
+                .map(|k| self.core_id(k).to_string())
                 .collect();
             let actions = self
                 .decide(|core| core.cancel_mig_change(now, gpu))

@@ -764,6 +764,12 @@ impl Engine {
         result
     }
 
+    /// The id of the task the core holds under `key` (it holds every task
+    /// that has not ended).
+    fn core_id(&self, key: TaskKey) -> &str {
+        self.core.task(key).map_or("<ended>", |t| t.id.as_str())
+    }
+
     /// The counts `/metrics` shows.
     fn census(&self) -> Census {
         let mut by_state: HashMap<TaskStatus, usize> = HashMap::new();
@@ -805,7 +811,10 @@ impl Engine {
     /// Signals `assigned` for tasks the policy placed in a local queue.
     fn note_placements(&mut self, round: &mut Round) {
         let core = &self.core;
-        for key in self.tasks.take_placed(|key| core.task(key).state) {
+        for key in self
+            .tasks
+            .take_placed(|key| core.task(key).map(|t| t.state))
+        {
             if let Some(task) = self.tasks.get(key) {
                 round.notice(Notice::TaskChanged {
                     id: task.id.clone(),
@@ -821,7 +830,8 @@ impl Engine {
         let mut info = task.clone();
         if info.state == TaskStatus::Queued
             && key
-                .is_some_and(|k| self.core.task(k).state == gpu_agent_plugin_api::TaskState::Queued)
+                .and_then(|k| self.core.task(k))
+                .is_some_and(|t| t.state == gpu_agent_plugin_api::TaskState::Queued)
         {
             info.state = TaskStatus::Assigned;
         }

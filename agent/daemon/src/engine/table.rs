@@ -111,14 +111,18 @@ impl TaskTable {
     }
 
     /// The keys the policy placed in a local queue since the last call, in
-    /// key order; `state` is a key's state in the core. A task still pending
-    /// is asked again next time; one that left the central queue any other
-    /// way (started, rejected, cancelled) is forgotten.
-    pub(super) fn take_placed(&mut self, state: impl Fn(TaskKey) -> TaskState) -> Vec<TaskKey> {
+    /// key order; `state` is a key's state in the core (`None`: the core no
+    /// longer holds it). A task still pending is asked again next time; one
+    /// that left the central queue any other way (started, rejected,
+    /// cancelled) is forgotten.
+    pub(super) fn take_placed(
+        &mut self,
+        state: impl Fn(TaskKey) -> Option<TaskState>,
+    ) -> Vec<TaskKey> {
         let mut placed = Vec::new();
         self.unplaced.retain(|&key| match state(key) {
-            TaskState::Pending => true,
-            TaskState::Queued => {
+            Some(TaskState::Pending) => true,
+            Some(TaskState::Queued) => {
                 placed.push(key);
                 false
             }
@@ -209,7 +213,7 @@ mod tests {
         for id in ["t1", "t2", "t3", "t4"] {
             table.admit(task(id));
         }
-        let states = |s: [TaskState; 4]| move |k: TaskKey| s[k as usize];
+        let states = |s: [TaskState; 4]| move |k: TaskKey| Some(s[k as usize]);
         use TaskState::{Pending, Queued, Running};
         assert_eq!(
             table.take_placed(states([Queued, Pending, Running, Pending])),
