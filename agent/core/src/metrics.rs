@@ -113,6 +113,58 @@ pub fn energy_with_idle(
     }
 }
 
+/// The sums the metrics are made of, added up one scheduled task at a time
+/// (so that a driver need not keep every [`Completed`]); the same sums, in
+/// the same order, as [`Metrics::compute`] over a slice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Totals {
+    /// Tasks added.
+    pub count: usize,
+    /// sum w_i max(0, c_i - d_i).
+    pub twt: f64,
+    /// sum w_i (c_i - a_i).
+    pub twct: f64,
+    /// sum (c_i - a_i).
+    pub completion: f64,
+    /// count of c_i > d_i.
+    pub dmc: usize,
+    /// max c_i (0 with none).
+    pub makespan: f64,
+    /// sum (end - start) * devices: busy device-seconds.
+    pub busy: f64,
+    /// min a_i (infinity with none).
+    pub first_arrival: f64,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Totals {
+            count: 0,
+            twt: 0.0,
+            twct: 0.0,
+            completion: 0.0,
+            dmc: 0,
+            makespan: 0.0,
+            busy: 0.0,
+            first_arrival: f64::INFINITY,
+        }
+    }
+}
+
+impl Totals {
+    /// Counts one scheduled task in.
+    pub fn add(&mut self, t: &Completed) {
+        self.count += 1;
+        self.twt += t.weight * (t.end - t.deadline).max(0.0);
+        self.twct += t.weight * (t.end - t.arrival);
+        self.completion += t.end - t.arrival;
+        self.dmc += usize::from(t.end > t.deadline);
+        self.makespan = self.makespan.max(t.end);
+        self.busy += (t.end - t.start) * t.devices as f64;
+        self.first_arrival = self.first_arrival.min(t.arrival);
+    }
+}
+
 impl Metrics {
     /// Metrics of `done` on `m` devices; `energy` is called with the span
     /// (min a_i, max c_i) and returns the energy over it. The baseline is the
@@ -125,7 +177,23 @@ impl Metrics {
         m: usize,
         energy: impl FnOnce(f64, f64) -> EnergySplit,
     ) -> Metrics {
-        let n = done.len();
+        let mut totals = Totals::default();
+        for t in done {
+            totals.add(t);
+        }
+        Metrics::from_totals(policy, tasks, rejected, &totals, m, energy)
+    }
+
+    /// [`Metrics::compute`] from the [`Totals`] of the scheduled tasks.
+    pub fn from_totals(
+        policy: &str,
+        tasks: usize,
+        rejected: Vec<Rejection>,
+        totals: &Totals,
+        m: usize,
+        energy: impl FnOnce(f64, f64) -> EnergySplit,
+    ) -> Metrics {
+        let n = totals.count;
         let mut metrics = Metrics {
             policy: policy.into(),
             tasks,
@@ -147,18 +215,18 @@ impl Metrics {
         if n == 0 {
             return metrics;
         }
-        let mut busy = 0.0;
-        let mut first_arrival = f64::INFINITY;
-        for t in done {
-            metrics.twt += t.weight * (t.end - t.deadline).max(0.0);
-            metrics.twct += t.weight * (t.end - t.arrival);
-            metrics.act += t.end - t.arrival;
-            metrics.dmc += usize::from(t.end > t.deadline);
-            metrics.makespan = metrics.makespan.max(t.end);
-            busy += (t.end - t.start) * t.devices as f64;
-            first_arrival = first_arrival.min(t.arrival);
-        }
-        metrics.act /= n as f64;
+        let Totals {
+            twt,
+            twct,
+            completion,
+            dmc,
+            makespan,
+            busy,
+            first_arrival,
+            ..
+        } = *totals;
+        (metrics.twt, metrics.twct, metrics.dmc, metrics.makespan) = (twt, twct, dmc, makespan);
+        metrics.act = completion / n as f64;
         metrics.dmr = metrics.dmc as f64 / n as f64;
         let span = metrics.makespan - first_arrival;
         if span > 0.0 {

@@ -15,8 +15,6 @@
 //! default) and brings the new devices online (`Core::mig_applied`). Every
 //! change is reported ([`MigChange`]).
 
-use std::collections::HashSet;
-
 use gpu_agent_plugin_api::abi_stable::{
     sabi_trait::TD_Opaque,
     std_types::{RResult, RString, RVec},
@@ -28,7 +26,7 @@ use gpu_agent_plugin_api::{
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::apps::power_w;
 use gpu_agent_core::host::{DeviceSpec, Host};
-use gpu_agent_core::metrics::{self, Completed, Metrics, Rejection};
+use gpu_agent_core::metrics::{self, Completed, Metrics, Rejection, Totals};
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{Action, Core, Input};
 
@@ -242,9 +240,16 @@ fn replay(
         now: 0.0,
         agenda: Agenda::new(),
         seq: 0,
-        timers: HashSet::new(),
-        schedule: Vec::new(),
-        completed: Vec::new(),
+        timers: hashbrown::HashSet::new(),
+        // A row per device of each task that runs (each starts once).
+        schedule: Vec::with_capacity(
+            trace
+                .tasks
+                .iter()
+                .map(|t| t.spec.alt_gpus.iter().fold(t.spec.gpus, |a, &b| a.max(b)) as usize)
+                .sum(),
+        ),
+        totals: Totals::default(),
         rejected: Vec::new(),
         faults: Vec::new(),
         busy_s: vec![0.0; host.devices.len()],
@@ -337,11 +342,11 @@ fn replay(
             metrics::energy_with_idle(devices, busy_s, busy_j, from, to)
         }
     };
-    let mut metrics = Metrics::compute(
+    let mut metrics = Metrics::from_totals(
         &policy_name,
         trace.tasks.len(),
         run.rejected,
-        &run.completed,
+        &run.totals,
         // A split GPU runs nothing itself: its MIG instances are the devices.
         schedulable(&host.devices),
         energy,
@@ -349,24 +354,15 @@ fn replay(
     if changed {
         // Busy device-seconds over the device-seconds there were: the
         // devices' count changed with the layouts.
-        let from = run
-            .completed
-            .iter()
-            .map(|t| t.arrival)
-            .fold(f64::INFINITY, f64::min);
+        let from = run.totals.first_arrival;
         let to = metrics.makespan;
         let mut device_s = 0.0;
         for (k, &(since, count)) in run.counts.iter().enumerate() {
             let until = run.counts.get(k + 1).map_or(to, |c| c.0);
             device_s += count as f64 * (until.min(to) - since.max(from)).max(0.0);
         }
-        let busy: f64 = run
-            .completed
-            .iter()
-            .map(|t| (t.end - t.start) * t.devices as f64)
-            .sum();
         if device_s > 0.0 {
-            metrics.utilization = busy / device_s;
+            metrics.utilization = run.totals.busy / device_s;
         }
     }
     Ok(Outcome {
@@ -409,9 +405,10 @@ struct Run {
     /// Agenda items added so far.
     seq: u64,
     /// Wake-up times in the agenda (as bits), so each is delivered once.
-    timers: HashSet<u64>,
+    timers: hashbrown::HashSet<u64>,
     schedule: Vec<ScheduleRow>,
-    completed: Vec<Completed>,
+    /// The metrics' sums over the tasks started so far.
+    totals: Totals,
     rejected: Vec<Rejection>,
     faults: Vec<String>,
     /// Seconds each device spent running tasks.
@@ -509,7 +506,7 @@ impl Run {
                             dvfs,
                         });
                     }
-                    self.completed.push(Completed {
+                    self.totals.add(&Completed {
                         arrival: t.arrival,
                         deadline: t.deadline,
                         weight: t.weight,

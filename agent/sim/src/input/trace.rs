@@ -42,15 +42,28 @@ const OPTIONAL: [&str; 6] = ["gpus", "gpus_alt", "runtimes", "app", "command", "
 impl Trace {
     /// Reads and checks a trace against `host` (for `runtimes`) and `apps`.
     pub fn load(path: &Path, host: &Host, apps: &AppLibrary) -> Result<Trace, InputError> {
-        let file = std::fs::File::open(path)
+        let text = std::fs::read(path)
             .map_err(|e| InputError::at(path, None, None, format!("cannot read: {e}")))?;
-        Trace::parse(path, file, host, apps)
+        // One row a line, less the header: room for every task at once.
+        let rows = line_count(&text);
+        Trace::parse_rows(path, text.as_slice(), rows, host, apps)
     }
 
     /// Parses a trace from `reader`; `path` only names it in errors.
     pub fn parse(
         path: &Path,
         reader: impl std::io::Read,
+        host: &Host,
+        apps: &AppLibrary,
+    ) -> Result<Trace, InputError> {
+        Trace::parse_rows(path, reader, 0, host, apps)
+    }
+
+    /// [`Trace::parse`] with room made for about `rows` tasks.
+    fn parse_rows(
+        path: &Path,
+        reader: impl std::io::Read,
+        rows: usize,
         host: &Host,
         apps: &AppLibrary,
     ) -> Result<Trace, InputError> {
@@ -106,9 +119,20 @@ impl Trace {
         );
         let actual_col = column("actual");
 
-        let mut tasks: Vec<TraceTask> = Vec::new();
-        // Rows by id, as indices into `tasks` (no copy of the ids).
-        let mut by_id: HashTable<u32> = HashTable::new();
+        let mut tasks: Vec<TraceTask> = Vec::with_capacity(rows);
+        // Rows by id: (hash of the id, index into `tasks`), no copy of the
+        // ids; growing rehashes without reading the rows.
+        let mut by_id: HashTable<(u64, u32)> = HashTable::with_capacity(rows);
+        // Every device runs a task without `runtimes` in workload / speed,
+        // the longest on the slowest: within the cap there, no device needs
+        // a look (`TaskSpec::runtime_problem` names the first that does).
+        let min_speed = host
+            .devices
+            .iter()
+            .map(|d| d.speed)
+            .fold(f64::INFINITY, f64::min);
+        let within_cap =
+            |spec: &TaskSpec| spec.runtimes.is_empty() && spec.workload / min_speed <= MAX_VALUE;
         let hasher = DefaultHashBuilder::default();
         let mut record = csv::ByteRecord::new();
         while csv.read_byte_record(&mut record).map_err(csv_error)? {
@@ -122,7 +146,10 @@ impl Trace {
             }
             let field = |i: usize| {
                 record.get(i).map_or("", |bytes| {
-                    std::str::from_utf8(bytes.trim_ascii()).expect("checked as UTF-8 above")
+                    // SAFETY: every field of the record was checked as UTF-8
+                    // above, and trimming ASCII whitespace off UTF-8 leaves
+                    // UTF-8.
+                    unsafe { std::str::from_utf8_unchecked(bytes.trim_ascii()) }
                 })
             };
             let number = |i: usize, name: &str, rule: Rule| {
@@ -143,12 +170,11 @@ impl Trace {
             if id.is_empty() {
                 return Err(err("id", "expected a non-empty id".into()));
             }
-            let same_id = |&i: &u32| tasks[i as usize].spec.id == id;
-            let new_row = match by_id.entry(hasher.hash_one(id), same_id, |&i| {
-                hasher.hash_one(&tasks[i as usize].spec.id)
-            }) {
+            let hash = hasher.hash_one(id);
+            let same_id = |&(h, i): &(u64, u32)| h == hash && tasks[i as usize].spec.id == id;
+            let new_row = match by_id.entry(hash, same_id, |&(h, _)| h) {
                 Entry::Occupied(first) => {
-                    let first = tasks[*first.get() as usize].line;
+                    let first = tasks[first.get().1 as usize].line;
                     return Err(err(
                         "id",
                         format!("duplicate id {id:?} (first on line {first})"),
@@ -241,7 +267,10 @@ impl Trace {
             if let Some(problem) = spec.alt_gpus_problem() {
                 return Err(err("gpus_alt", problem));
             }
-            if let Some(problem) = spec.runtime_problem(&host.devices) {
+            if let Some(problem) = (!within_cap(&spec))
+                .then(|| spec.runtime_problem(&host.devices))
+                .flatten()
+            {
                 let column = if spec.runtimes.is_empty() {
                     "workload"
                 } else {
@@ -281,7 +310,7 @@ impl Trace {
                     return Err(err("actual", problem));
                 }
             }
-            new_row.insert(tasks.len() as u32);
+            new_row.insert((hash, tasks.len() as u32));
             tasks.push(TraceTask {
                 line,
                 spec,
@@ -291,6 +320,12 @@ impl Trace {
         }
         Ok(Trace { tasks, warnings })
     }
+}
+
+/// How many lines `text` has (newlines, and a last line without one).
+fn line_count(text: &[u8]) -> usize {
+    let newlines = text.iter().filter(|&&b| b == b'\n').count();
+    newlines + usize::from(text.last().is_some_and(|&b| b != b'\n'))
 }
 
 #[cfg(test)]
@@ -369,6 +404,38 @@ mod tests {
         );
         // The same work with measured run times (inf: cannot use) is fine.
         assert_eq!(parse(&format!("{head}a,0,1e6,1,1,1,1e6;inf\n")), Ok(1));
+    }
+
+    /// Read from a file (room made from its line count), rows and errors
+    /// are the same as from a reader: a last line without a newline counts,
+    /// and an error names the file, the line and the column.
+    #[test]
+    fn a_file_reads_as_its_text_does() {
+        let dir = std::env::temp_dir().join(format!("gpu-agent-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Trace::load(&path, &host(), &AppLibrary::default()).map_err(|e| e.to_string())
+        };
+        let text = "# c\nid,arrival,workload,mem_gb,deadline,weight\na,0,1,1,1,1\nb,2,3,4,5,6";
+        assert_eq!(load(text).unwrap().tasks, parse(text).unwrap().tasks);
+        assert_eq!(load(text).unwrap().tasks.len(), 2);
+        assert_eq!(
+            load(&format!("{text}\nc,0,1,1,1,x\n")).unwrap_err(),
+            format!(
+                "{}:5: column weight: expected a number > 0, got \"x\"",
+                path.display()
+            )
+        );
+        assert_eq!(
+            load(&format!("{text}\nb,0,1,1,1,1\n")).unwrap_err(),
+            format!(
+                "{}:5: column id: duplicate id \"b\" (first on line 4)",
+                path.display()
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
