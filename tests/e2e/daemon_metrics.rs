@@ -131,7 +131,8 @@ fn metrics_addr(d: &Daemon) -> String {
         Duration::from_secs(10),
         || {
             let log = d.stderr();
-            let rest = log.split_once("serving Prometheus metrics at http://")?.1;
+            // The last start's.
+            let rest = log.rsplit_once("serving Prometheus metrics at http://")?.1;
             Some(rest.split_once("/metrics")?.0.to_string())
         },
     )
@@ -178,4 +179,107 @@ fn daemon_metrics_show_each_mig_instance() {
         "the split GPU is a gpu_ series, its instances are not:\n{body}"
     );
     lint(&body);
+}
+
+/// `Metrics()`.
+fn dbus_metrics(d: &Daemon) -> gpu_agent_core::metrics::Metrics {
+    gpu_agent_dbus::metrics_from_dict(&d.block_on(d.proxy().metrics()).unwrap()).expect("metrics")
+}
+
+/// `ListTasksPage`: the ids of the page, and the position to go on from.
+fn page(d: &Daemon, state: &str, from: u64, limit: u32) -> (Vec<String>, u64) {
+    let (tasks, next) = d
+        .block_on(d.proxy().list_tasks_page(state, from, limit))
+        .expect("ListTasksPage");
+    let ids = tasks
+        .iter()
+        .map(|t| gpu_agent_dbus::TaskInfo::from_dict(t).unwrap().id)
+        .collect();
+    (ids, next)
+}
+
+/// The `gpu_agent_tasks` gauge for `state` in a scrape of `addr`.
+fn tasks_gauge(addr: &str, state: &str) -> f64 {
+    let (_, body) = get(addr, "/metrics", "text/plain");
+    let series = format!("gpu_agent_tasks{{state=\"{state}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .unwrap_or_else(|| panic!("no {series} in\n{body}"))
+        .parse()
+        .unwrap()
+}
+
+/// Ended tasks leave the daemon's memory for the store: they are still
+/// served (GetTask, pages by state, a refused Cancel), counted (`Metrics()`,
+/// `/metrics`) and summed alike after a restart, which reads them back one
+/// at a time.
+#[test]
+fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restart() {
+    const TASKS: usize = 300;
+    let mut d = Daemon::start_with(Settings {
+        time_scale: 1000.0,
+        config: Some("metrics_listen = \"127.0.0.1:0\"\n".into()),
+        ..Settings::default()
+    });
+    let proxy = d.proxy();
+    // One in ten cannot meet its deadline (1 model second of slack less
+    // than its work), so that the sums are not all zero.
+    for start in (0..TASKS).step_by(100) {
+        let submits: Vec<_> = (start..start + 100)
+            .map(|i| {
+                let proxy = proxy.clone();
+                let deadline = if i % 10 == 0 { 1.0 } else { 1e6 };
+                d.spawn(async move { proxy.submit(spec(20.0, 1.0, deadline, 2.0).to_dict()).await })
+            })
+            .collect();
+        for s in submits {
+            d.block_on(s).unwrap().expect("Submit");
+        }
+    }
+    let ended = d.wait_all_ended(Duration::from_secs(120));
+    assert!(ended.iter().all(|t| t.state == TaskStatus::Succeeded));
+    let before = dbus_metrics(&d);
+    assert_eq!(before.tasks, TASKS);
+    assert!(before.dmc >= TASKS / 10 && before.twt > 0.0, "{before:?}");
+    assert_eq!(tasks_gauge(&metrics_addr(&d), "succeeded"), TASKS as f64);
+
+    // The first task ended long ago: read back from the store.
+    assert_eq!(d.task("t1").state, TaskStatus::Succeeded);
+    let (name, message) = crate::daemon::dbus_error(d.block_on(proxy.cancel("t1")));
+    assert_eq!(name, "org.gpuagent.Agent1.Error.NotCancellable");
+    assert_eq!(message, "task t1 already succeeded");
+    // Pages by state walk the store, with positions to go on from.
+    assert_eq!(
+        page(&d, "succeeded", 0, 2),
+        (vec!["t1".into(), "t2".into()], 2)
+    );
+    assert_eq!(
+        page(&d, "succeeded", 298, 5),
+        (vec!["t299".into(), "t300".into()], 0)
+    );
+    assert_eq!(page(&d, "queued", 0, 10), (Vec::<String>::new(), 0));
+
+    // A restart reads the ended tasks back one at a time: the same sums.
+    d.terminate();
+    d.restart();
+    let after = dbus_metrics(&d);
+    assert_eq!((after.tasks, after.dmc), (before.tasks, before.dmc));
+    for (a, b) in [
+        (after.twt, before.twt),
+        (after.act, before.act),
+        (after.makespan, before.makespan),
+        (after.energy_j, before.energy_j),
+    ] {
+        assert!(
+            (a - b).abs() <= 1e-9 * b.abs().max(1.0),
+            "{after:?} vs {before:?}"
+        );
+    }
+    assert_eq!(tasks_gauge(&metrics_addr(&d), "succeeded"), TASKS as f64);
+    assert_eq!(d.task("t150").state, TaskStatus::Succeeded);
+    // Ids go on after the stored ones.
+    assert_eq!(
+        d.submit(&spec(1.0, 1.0, 60.0, 1.0)).expect("Submit"),
+        "t301"
+    );
 }

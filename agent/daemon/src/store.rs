@@ -182,6 +182,7 @@ impl Store {
                  reason TEXT,
                  spec TEXT NOT NULL
              );
+             CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, seq);
              CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS controls (
                  gpu INTEGER NOT NULL,
@@ -225,46 +226,87 @@ impl Store {
         id
     }
 
-    /// Every task, in submission order.
-    pub fn tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, state, owner_uid, devices, submitted, started, finished,
-                    exit_code, energy_j, reason, spec, clocks FROM tasks ORDER BY seq",
-        )?;
+    /// The columns [`task_of_row`] reads, in its order.
+    const TASK_COLUMNS: &'static str = "seq, id, state, owner_uid, devices, submitted, started, \
+         finished, exit_code, energy_j, reason, spec, clocks";
+
+    /// The task with id `id`, if stored.
+    pub fn task(&self, id: &str) -> Result<Option<TaskInfo>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {} FROM tasks WHERE id = ?1",
+            Self::TASK_COLUMNS
+        ))?;
+        let mut rows = stmt.query([id])?;
+        rows.next()?
+            .map(|r| task_of_row(r).map(|(_, t)| t))
+            .transpose()
+    }
+
+    /// The tasks that have not ended (queued, assigned or running), in
+    /// submission order.
+    pub fn live_tasks(&self) -> Result<Vec<TaskInfo>, StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {} FROM tasks WHERE state IN ('queued', 'assigned', 'running') ORDER BY seq",
+            Self::TASK_COLUMNS
+        ))?;
         let mut rows = stmt.query([])?;
         let mut tasks = Vec::new();
         while let Some(r) = rows.next()? {
-            let id: String = r.get(0)?;
-            let corrupt = |what: String| StoreError::Corrupt {
-                id: id.clone(),
-                what,
-            };
-            let state = TaskStatus::parse(&r.get::<_, String>(1)?).map_err(corrupt)?;
-            let devices = serde_json::from_str(&r.get::<_, String>(3)?)
-                .map_err(|e| corrupt(format!("devices: {e}")))?;
-            let spec = serde_json::from_str(&r.get::<_, String>(10)?)
-                .map_err(|e| corrupt(format!("spec: {e}")))?;
-            let clocks = r
-                .get::<_, Option<String>>(11)?
-                .map(|c| serde_json::from_str(&c))
-                .transpose()
-                .map_err(|e| corrupt(format!("clocks: {e}")))?;
-            tasks.push(TaskInfo {
-                state,
-                owner_uid: r.get(2)?,
-                devices,
-                submitted: r.get(4)?,
-                started: r.get(5)?,
-                finished: r.get(6)?,
-                exit_code: r.get(7)?,
-                energy_j: r.get(8)?,
-                reason: r.get(9)?,
-                spec,
-                id,
-                clocks,
-            });
+            tasks.push(task_of_row(r)?.1);
         }
         Ok(tasks)
+    }
+
+    /// Calls `each` with every task that has ended, in submission order, one
+    /// at a time (none is kept).
+    pub fn each_ended(&self, mut each: impl FnMut(TaskInfo)) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {} FROM tasks WHERE state NOT IN ('queued', 'assigned', 'running') ORDER BY seq",
+            Self::TASK_COLUMNS
+        ))?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            each(task_of_row(r)?.1);
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` tasks stored as `state` (any, for `None`) with a
+    /// position (their sequence number, which grows in submission order)
+    /// after `after`, in submission order, each with its position; and
+    /// whether more such tasks follow them.
+    pub fn page(
+        &self,
+        after: u64,
+        state: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<(u64, TaskInfo)>, bool), StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {} FROM tasks WHERE seq > ?1 AND (?2 IS NULL OR state = ?2)
+             ORDER BY seq LIMIT ?3",
+            Self::TASK_COLUMNS
+        ))?;
+        // One more than asked for tells whether any follow.
+        let asked = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let mut rows = stmt.query(params![after, state, asked])?;
+        let mut page = Vec::new();
+        while let Some(r) = rows.next()? {
+            if page.len() == limit {
+                return Ok((page, true));
+            }
+            page.push(task_of_row(r)?);
+        }
+        Ok((page, false))
+    }
+
+    /// The tasks stored as rejected: (id, reason), in submission order.
+    pub fn rejections(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, COALESCE(reason, '') FROM tasks WHERE state = 'rejected' ORDER BY seq",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// A setting, if set.
@@ -441,9 +483,51 @@ impl Store {
     }
 }
 
+/// A task from a row of [`Store::TASK_COLUMNS`], with its sequence number.
+fn task_of_row(r: &rusqlite::Row<'_>) -> Result<(u64, TaskInfo), StoreError> {
+    let seq: i64 = r.get(0)?;
+    let id: String = r.get(1)?;
+    let corrupt = |what: String| StoreError::Corrupt {
+        id: id.clone(),
+        what,
+    };
+    let state = TaskStatus::parse(&r.get::<_, String>(2)?).map_err(corrupt)?;
+    let devices = serde_json::from_str(&r.get::<_, String>(4)?)
+        .map_err(|e| corrupt(format!("devices: {e}")))?;
+    let spec = serde_json::from_str(&r.get::<_, String>(11)?)
+        .map_err(|e| corrupt(format!("spec: {e}")))?;
+    let clocks = r
+        .get::<_, Option<String>>(12)?
+        .map(|c| serde_json::from_str(&c))
+        .transpose()
+        .map_err(|e| corrupt(format!("clocks: {e}")))?;
+    let task = TaskInfo {
+        state,
+        owner_uid: r.get(3)?,
+        devices,
+        submitted: r.get(5)?,
+        started: r.get(6)?,
+        finished: r.get(7)?,
+        exit_code: r.get(8)?,
+        energy_j: r.get(9)?,
+        reason: r.get(10)?,
+        spec,
+        id,
+        clocks,
+    };
+    Ok((seq as u64, task))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every stored task, in submission order.
+    fn all(store: &Store) -> Vec<TaskInfo> {
+        let (page, more) = store.page(0, None, usize::MAX).unwrap();
+        assert!(!more);
+        page.into_iter().map(|(_, t)| t).collect()
+    }
     use gpu_agent_dbus::SubmitSpec;
 
     fn task(id: &str, state: TaskStatus) -> TaskInfo {
@@ -499,10 +583,7 @@ mod tests {
         drop(store);
 
         let mut store = Store::open(dir.path()).unwrap();
-        assert_eq!(
-            store.tasks().unwrap(),
-            vec![done, task(&b, TaskStatus::Queued)]
-        );
+        assert_eq!(all(&store), vec![done, task(&b, TaskStatus::Queued)]);
         assert_eq!(store.meta("policy").unwrap().as_deref(), Some("greedy-eft"));
         assert_eq!(store.meta("other").unwrap(), None);
         assert_eq!(store.next_id(), "t3", "ids are never reused");
@@ -521,7 +602,7 @@ mod tests {
         store
             .write(&[Op::put(task(&b, TaskStatus::Queued))])
             .unwrap();
-        assert_eq!(store.tasks().unwrap().len(), 2);
+        assert_eq!(all(&store).len(), 2);
         store.sync().unwrap();
         store
             .write(&[Op::put(task(&a, TaskStatus::Running))])
@@ -530,9 +611,60 @@ mod tests {
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(
-            store.tasks().unwrap(),
+            all(&store),
             vec![task(&a, TaskStatus::Running), task(&b, TaskStatus::Queued)]
         );
+    }
+
+    #[test]
+    fn tasks_are_read_by_id_state_and_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let states = [
+            TaskStatus::Succeeded,
+            TaskStatus::Queued,
+            TaskStatus::Rejected,
+            TaskStatus::Running,
+            TaskStatus::Succeeded,
+            TaskStatus::Lost,
+        ];
+        let ops: Vec<Op> = states
+            .iter()
+            .map(|&state| {
+                let id = store.next_id();
+                Op::put(TaskInfo {
+                    reason: (state == TaskStatus::Rejected).then(|| "too big".to_string()),
+                    ..task(&id, state)
+                })
+            })
+            .collect();
+        store.commit(&ops).unwrap();
+        assert_eq!(
+            store.task("t4").unwrap().unwrap().state,
+            TaskStatus::Running
+        );
+        assert!(store.task("t7").unwrap().is_none());
+        let ids = |tasks: Vec<TaskInfo>| tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(store.live_tasks().unwrap()), ["t2", "t4"]);
+        let mut ended = Vec::new();
+        store.each_ended(|t| ended.push(t)).unwrap();
+        assert_eq!(ids(ended), ["t1", "t3", "t5", "t6"]);
+        assert_eq!(
+            store.rejections().unwrap(),
+            [("t3".to_string(), "too big".to_string())]
+        );
+        // Pages by position (the sequence number), with whether more follow.
+        let page = |after, state, limit| {
+            let (page, more) = store.page(after, state, limit).unwrap();
+            let seqs: Vec<u64> = page.iter().map(|(seq, _)| *seq).collect();
+            (seqs, more)
+        };
+        assert_eq!(page(0, None, 2), (vec![1, 2], true));
+        assert_eq!(page(2, None, 4), (vec![3, 4, 5, 6], false));
+        assert_eq!(page(6, None, 4), (vec![], false));
+        assert_eq!(page(0, Some("succeeded"), 1), (vec![1], true));
+        assert_eq!(page(1, Some("succeeded"), 1), (vec![5], false));
+        assert_eq!(page(0, Some("failed"), 5), (vec![], false));
     }
 
     #[test]
@@ -550,7 +682,7 @@ mod tests {
             err.to_string(),
             "state database: task x9: not an id this store issued"
         );
-        assert_eq!(store.tasks().unwrap(), vec![]);
+        assert_eq!(all(&store), vec![]);
     }
 
     #[test]

@@ -105,11 +105,11 @@ impl Engine {
     /// `Release`: ends adopted task `id`, restoring its clocks.
     pub(super) fn release(&mut self, id: &str, round: &mut Round) -> Result<(), AgentError> {
         if !self.adopted.contains_key(id) {
-            return Err(match self.tasks.find(id) {
-                Some(_) => AgentError::NoSuchTask(format!(
+            return Err(match self.lookup(id) {
+                Ok(_) => AgentError::NoSuchTask(format!(
                     "task {id} is not an adopted task that runs (Cancel ends the agent's own tasks)"
                 )),
-                None => AgentError::NoSuchTask(format!("no task {id}")),
+                Err(e) => e,
             });
         }
         self.end_adopted(id, None, round);

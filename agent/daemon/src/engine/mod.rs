@@ -33,6 +33,7 @@ mod modelled;
 mod process;
 mod requests;
 mod table;
+mod tally;
 mod time;
 mod tokens;
 
@@ -62,6 +63,7 @@ use gpu_agent_plugin_api::AppModel;
 use modelled::Modelled;
 use process::Processes;
 use table::TaskTable;
+use tally::Tally;
 use tokens::ClientTokens;
 
 pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
@@ -462,6 +464,8 @@ pub struct Engine {
     /// Requests the engine sent itself, handled before waiting again.
     deferred: Vec<Request>,
     tasks: TaskTable,
+    /// The tasks that ended and left the table, summed up.
+    tally: Tally,
     /// Each device's health (`health::OK`: online).
     health: Vec<String>,
     running: HashMap<TaskKey, Running>,
@@ -508,7 +512,7 @@ impl Engine {
     ) -> Result<std::thread::JoinHandle<()>, EngineError> {
         let health = health::stored(&setup.store, &setup.devices, &setup.targets)?;
         let targets: Targets = Arc::new(std::sync::RwLock::new(setup.targets));
-        let stored = setup.store.tasks()?;
+        let stored = setup.store.live_tasks()?;
         let controls = setup.store.controls()?;
         let processes = setup.store.processes()?;
         let n_devices = setup.devices.len();
@@ -529,6 +533,7 @@ impl Engine {
             notices: setup.notices,
             deferred: Vec::new(),
             tasks: TaskTable::default(),
+            tally: Tally::default(),
             health: Vec::new(),
             running: HashMap::new(),
             idle: vec![lifecycle::IdleLock::default(); n_devices],
@@ -552,6 +557,14 @@ impl Engine {
             engine.tokens.remember(task, now_unix);
         }
         let mut round = engine.restore(health, stored, controls, processes)?;
+        // The ended tasks, those restore just ended included: summed up and
+        // their tokens remembered, none kept.
+        let scale = engine.time.scale();
+        let (tally, tokens) = (&mut engine.tally, &mut engine.tokens);
+        engine.store.each_ended(|task| {
+            tokens.remember(&task, now_unix);
+            tally.add(&task, scale);
+        })?;
         engine.resume_mig_changes(&mut round)?;
         std::thread::Builder::new()
             .name("engine".into())
@@ -700,13 +713,7 @@ impl Engine {
         self.idle_clocks(&mut round);
         let mut ops = std::mem::take(&mut self.unsaved);
         ops.append(&mut round.ops);
-        if let Err(e) = self.store.write(&ops) {
-            log::error!(
-                "cannot store {} change(s), retrying with the next round: {e}",
-                ops.len()
-            );
-            self.unsaved = ops;
-        }
+        self.write_changes(ops);
         self.sync_or_exit();
         for effect in round.effects {
             self.carry_out(effect);
@@ -715,15 +722,46 @@ impl Engine {
         // the next request comes.
         if !self.unsaved.is_empty() {
             let ops = std::mem::take(&mut self.unsaved);
-            if let Err(e) = self.store.write(&ops) {
-                log::error!(
-                    "cannot store {} change(s), retrying with the next round: {e}",
-                    ops.len()
-                );
-                self.unsaved = ops;
-            }
+            self.write_changes(ops);
             self.sync_or_exit();
         }
+    }
+
+    /// Writes `ops` in one batch, or keeps them to retry with the next
+    /// round. A task whose ended record they wrote leaves the table for the
+    /// tally: from now on it is read from the store.
+    fn write_changes(&mut self, ops: Vec<Op>) {
+        if let Err(e) = self.store.write(&ops) {
+            log::error!(
+                "cannot store {} change(s), retrying with the next round: {e}",
+                ops.len()
+            );
+            self.unsaved = ops;
+            return;
+        }
+        let scale = self.time.scale();
+        for op in &ops {
+            if let Op::Put(task) = op {
+                if task.state.is_terminal() {
+                    if let Some(ended) = self.tasks.retire(&task.id) {
+                        self.tally.add(&ended, scale);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tally of every ended task: those retired, and those that ended
+    /// in this round (their records are not written yet).
+    fn ended_tally(&self) -> Tally {
+        let mut tally = self.tally.clone();
+        let scale = self.time.scale();
+        for (task, _) in self.tasks.iter() {
+            if task.state.is_terminal() {
+                tally.add(task, scale);
+            }
+        }
+        tally
     }
 
     /// Makes what the round wrote durable; ends the daemon at once, without
@@ -774,7 +812,11 @@ impl Engine {
     fn census(&self) -> Census {
         let mut by_state: HashMap<TaskStatus, usize> = HashMap::new();
         let mut busy = vec![false; self.devices.len()];
+        let ended = self.ended_tally();
         for (task, key) in self.tasks.iter() {
+            if task.state.is_terminal() {
+                continue; // counted in `ended`
+            }
             let task = self.view(task, key);
             *by_state.entry(task.state).or_default() += 1;
             if task.state == TaskStatus::Running {
@@ -789,7 +831,7 @@ impl Engine {
         Census {
             tasks: TaskStatus::ALL
                 .iter()
-                .map(|s| (*s, by_state.get(s).copied().unwrap_or(0)))
+                .map(|s| (*s, by_state.get(s).copied().unwrap_or(0) + ended.ended(*s)))
                 .collect(),
             pending,
             local: by_state.get(&TaskStatus::Assigned).copied().unwrap_or(0),

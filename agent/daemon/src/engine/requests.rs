@@ -2,7 +2,7 @@
 
 use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
-use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection};
+use gpu_agent_core::metrics::{Metrics, Rejection};
 use std::collections::HashMap;
 
 use gpu_agent_dbus::{
@@ -102,8 +102,7 @@ impl Engine {
                 round.reply(reply, result);
             }
             Request::GetTask { id, reply } => {
-                let result = self.find(&id).map(|(task, key)| self.view(task, key));
-                round.reply(reply, result);
+                round.reply(reply, self.lookup(&id));
             }
             Request::ListTasks {
                 state,
@@ -111,10 +110,11 @@ impl Engine {
                 limit,
                 reply,
             } => {
-                let page = self.tasks.page(from, limit, |task, key| {
-                    Some(self.view(task, key)).filter(|t| state.is_none_or(|s| s == t.state))
+                let page = self.tasks_page(state, from, limit).map_err(|e| {
+                    log::error!("cannot list tasks: {e}");
+                    AgentError::Failed(format!("cannot read the stored tasks: {e}"))
                 });
-                round.reply(reply, Ok(page));
+                round.reply(reply, page);
             }
             Request::ListPolicies { reply } => {
                 let policies = self
@@ -196,14 +196,59 @@ impl Engine {
         }
     }
 
-    /// The task `id` and its core key, if the core holds it.
-    fn find(
-        &self,
-        id: &str,
-    ) -> Result<(&TaskInfo, Option<gpu_agent_plugin_api::TaskKey>), AgentError> {
-        self.tasks
-            .find(id)
+    /// Task `id` as clients see it: held (a queued task the policy placed
+    /// shows `assigned`), or as stored once it has ended.
+    pub(super) fn lookup(&self, id: &str) -> Result<TaskInfo, AgentError> {
+        if let Some((task, key)) = self.tasks.find(id) {
+            return Ok(self.view(task, key));
+        }
+        self.store
+            .task(id)
+            .map_err(|e| {
+                log::error!("cannot read task {id}: {e}");
+                AgentError::Failed(format!("cannot read task {id}: {e}"))
+            })?
             .ok_or_else(|| AgentError::NoSuchTask(format!("no task {id:?}")))
+    }
+
+    /// Up to `limit` tasks in `state` (any, for `None`) after position
+    /// `from` (0: from the first), in submission order, as clients see
+    /// them; and the position to go on from, 0 once no task is left.
+    /// Positions are the store's sequence numbers, so they stay valid while
+    /// tasks come and end.
+    fn tasks_page(
+        &self,
+        state: Option<TaskStatus>,
+        from: usize,
+        limit: usize,
+    ) -> Result<(Vec<TaskInfo>, usize), crate::store::StoreError> {
+        // A placed queued task is stored as queued and shown as assigned.
+        let stored = state.map(|s| match s {
+            TaskStatus::Assigned => TaskStatus::Queued,
+            s => s,
+        });
+        let mut picked = Vec::new();
+        let mut after = from as u64;
+        loop {
+            let want = limit - picked.len();
+            let (rows, more) = self.store.page(after, stored.map(|s| s.as_str()), want)?;
+            for (seq, stored) in rows {
+                after = seq;
+                let task = match self.tasks.find(&stored.id) {
+                    Some((task, key)) => self.view(task, key),
+                    None => stored,
+                };
+                if state.is_none_or(|s| s == task.state) {
+                    picked.push(task);
+                }
+            }
+            if !more {
+                return Ok((picked, 0));
+            }
+            if picked.len() == limit {
+                return Ok((picked, usize::try_from(after).unwrap_or(usize::MAX)));
+            }
+        }
     }
 
     /// The answer to a submission whose `client_token` its owner already
@@ -223,7 +268,8 @@ impl Engine {
             .iter()
             .map(|a| &a.info)
             .find(|t| t.id == id)
-            .or_else(|| self.tasks.find(id).map(|(t, _)| t))?;
+            .cloned()
+            .or_else(|| self.lookup(id).ok())?;
         Some(if first.spec == *spec {
             Ok(id.to_string())
         } else {
@@ -297,7 +343,11 @@ impl Engine {
     }
 
     fn cancel(&mut self, id: &str, caller: Caller, round: &mut Round) -> Result<(), AgentError> {
-        let (task, key) = self.find(id)?;
+        let (task, key) = match self.tasks.find(id) {
+            Some((task, key)) => (task.clone(), key),
+            // Not held: it ended, or there is no such task.
+            None => (self.lookup(id)?, None),
+        };
         if !caller.admin && caller.uid != task.owner_uid {
             return Err(AgentError::AccessDenied(format!(
                 "task {id} belongs to uid {}; only its owner or an admin may cancel it",
@@ -525,89 +575,17 @@ impl Engine {
     /// cancelled while running; not lost), in model seconds counted from the
     /// first of their submissions.
     pub(super) fn metrics(&self) -> Metrics {
-        let scale = self.time.scale();
-        // (task, start, end), unix seconds.
-        let ran: Vec<(&TaskInfo, f64, f64)> = self
-            .tasks
-            .iter()
-            .filter(|(t, _)| {
-                matches!(
-                    t.state,
-                    TaskStatus::Succeeded | TaskStatus::Failed | TaskStatus::Cancelled
-                )
+        let rejected = self
+            .store
+            .rejections()
+            .unwrap_or_else(|e| {
+                log::error!("cannot read the rejected tasks for the metrics: {e}");
+                Vec::new()
             })
-            .filter_map(|(t, _)| Some((t, t.started?, t.finished?)))
+            .into_iter()
+            .map(|(id, reason)| Rejection { id, reason })
             .collect();
-        let rejected: Vec<Rejection> = self
-            .tasks
-            .iter()
-            .map(|(t, _)| t)
-            .filter(|t| t.state == TaskStatus::Rejected)
-            .map(|t| Rejection {
-                id: t.id.clone(),
-                reason: t.reason.clone().unwrap_or_default(),
-            })
-            .collect();
-        let origin = ran
-            .iter()
-            .map(|(t, _, _)| t.submitted)
-            .fold(f64::INFINITY, f64::min);
-        let model = |unix: f64| (unix - origin) * scale;
-        let mut busy_s = vec![0.0; self.devices.len()];
-        let mut busy_j = 0.0;
-        // The no-DVFS baseline (formats.md §4): each task re-evaluated at
-        // default clocks, its measured energy scaled by the model's E*/Ê and
-        // its run time by t*/t̂.
-        let mut default_busy_s = vec![0.0; self.devices.len()];
-        let mut default_busy_j = 0.0;
-        let done: Vec<Completed> = ran
-            .iter()
-            .map(|&(t, started, finished)| {
-                let (start, end) = (model(started), model(finished));
-                let (energy, time) = match &t.clocks {
-                    Some(c) if c.t > 0.0 && c.p > 0.0 => {
-                        (c.default_p * c.default_t / (c.p * c.t), c.default_t / c.t)
-                    }
-                    _ => (1.0, 1.0),
-                };
-                for &d in &t.devices {
-                    if let Some(b) = busy_s.get_mut(d as usize) {
-                        *b += end - start;
-                    }
-                    if let Some(b) = default_busy_s.get_mut(d as usize) {
-                        *b += (end - start) * time;
-                    }
-                }
-                busy_j += t.energy_j.unwrap_or(0.0);
-                default_busy_j += t.energy_j.unwrap_or(0.0) * energy;
-                Completed {
-                    arrival: model(t.submitted),
-                    deadline: model(t.submitted) + t.spec.deadline,
-                    weight: t.spec.weight,
-                    start,
-                    end,
-                    devices: t.devices.len(),
-                }
-            })
-            .collect();
-        let devices = &self.devices;
-        let mut span = (0.0, 0.0);
-        let mut metrics = Metrics::compute(
-            self.core.policy_name(),
-            ran.len() + rejected.len(),
-            rejected,
-            &done,
-            devices.len(),
-            |from, to| {
-                span = (from, to);
-                energy_with_idle(devices, &busy_s, busy_j, from, to)
-            },
-        );
-        if !done.is_empty() {
-            let baseline =
-                energy_with_idle(devices, &default_busy_s, default_busy_j, span.0, span.1);
-            metrics.set_baseline(baseline.total());
-        }
-        metrics
+        self.ended_tally()
+            .metrics(self.core.policy_name(), rejected, &self.devices)
     }
 }

@@ -1,11 +1,13 @@
-//! The engine's task table: every task it knows, in submission order, by id
-//! and by core key.
+//! The engine's task table: the tasks that have not ended, by id and by
+//! core key. Ended tasks live in the store only ([`TaskTable::retire`]
+//! drops them once their last record is written), so the table's size, like
+//! the core's, follows the live tasks, not every task ever submitted.
 //!
 //! Invariants, kept by construction (tasks come in only through
-//! [`TaskTable::insert`] and [`TaskTable::admit`], and are never removed):
-//! - tasks stay in insertion (= submission) order, and an id names the task
-//!   inserted last under it (the store keeps ids unique);
-//! - keys are handed out by `admit` only, densely from 0 in insertion order,
+//! [`TaskTable::insert`] and [`TaskTable::admit`], and leave only through
+//! [`TaskTable::retire`]):
+//! - an id names one task (the store issues ids and never reuses them);
+//! - keys are handed out by `admit` only, densely from 0 in admission order,
 //!   which is the order the core numbers the tasks it is given; a task has a
 //!   key for life or never has one;
 //! - the unplaced keys are admitted keys, ascending, that [`TaskTable::take_placed`]
@@ -16,90 +18,86 @@ use std::collections::HashMap;
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::{TaskKey, TaskState};
 
-/// Every task the engine knows. See the module documentation.
+/// A task the engine holds, and its core key if the core holds it too.
+struct Held {
+    info: TaskInfo,
+    key: Option<TaskKey>,
+}
+
+/// The tasks that have not ended. See the module documentation.
 #[derive(Default)]
 pub(super) struct TaskTable {
-    tasks: Vec<TaskInfo>,
-    by_id: HashMap<String, usize>,
-    /// Core key → index in `tasks`.
-    by_key: Vec<usize>,
-    /// Index in `tasks` → core key.
-    keys: Vec<Option<TaskKey>>,
+    by_id: HashMap<String, Held>,
+    /// Core key → id.
+    by_key: HashMap<TaskKey, String>,
+    /// The key [`TaskTable::admit`] hands out next.
+    next_key: TaskKey,
     /// Admitted keys the policy has not placed yet.
     unplaced: Vec<TaskKey>,
 }
 
-// `by_id` and `by_key` only hold indices of `tasks` (nothing is removed),
-// so indexing `tasks` and `keys` with them cannot fail.
 impl TaskTable {
-    /// Adds a task the core never holds (one that ended before this run).
+    /// Adds a task the core never holds (adopted, or taken while stopping);
+    /// one that has ended already is not kept (it is in the store).
     pub(super) fn insert(&mut self, info: TaskInfo) {
-        self.push(info, None);
+        if !info.state.is_terminal() {
+            self.by_id.insert(info.id.clone(), Held { info, key: None });
+        }
     }
 
     /// Adds a task the core is given next; returns the key the core gives it.
     pub(super) fn admit(&mut self, info: TaskInfo) -> TaskKey {
-        let key = self.by_key.len() as TaskKey;
-        let idx = self.push(info, Some(key));
-        self.by_key.push(idx);
+        let key = self.next_key;
+        self.next_key += 1;
+        self.by_key.insert(key, info.id.clone());
+        self.by_id.insert(
+            info.id.clone(),
+            Held {
+                info,
+                key: Some(key),
+            },
+        );
         self.unplaced.push(key);
         key
     }
 
-    fn push(&mut self, info: TaskInfo, key: Option<TaskKey>) -> usize {
-        let idx = self.tasks.len();
-        self.by_id.insert(info.id.clone(), idx);
-        self.tasks.push(info);
-        self.keys.push(key);
-        idx
+    /// Drops task `id` if it has ended (its last record is written), and
+    /// returns it.
+    pub(super) fn retire(&mut self, id: &str) -> Option<TaskInfo> {
+        if !self.by_id.get(id)?.info.state.is_terminal() {
+            return None;
+        }
+        let held = self.by_id.remove(id)?;
+        if let Some(key) = held.key {
+            self.by_key.remove(&key);
+        }
+        Some(held.info)
     }
 
     /// The task with id `id`, and its core key if the core holds it.
     pub(super) fn find(&self, id: &str) -> Option<(&TaskInfo, Option<TaskKey>)> {
-        let &idx = self.by_id.get(id)?;
-        Some((&self.tasks[idx], self.keys[idx]))
+        self.by_id.get(id).map(|held| (&held.info, held.key))
     }
 
     /// The task with id `id`, to change (its id stays as it is).
     pub(super) fn find_mut(&mut self, id: &str) -> Option<&mut TaskInfo> {
-        let &idx = self.by_id.get(id)?;
-        Some(&mut self.tasks[idx])
+        self.by_id.get_mut(id).map(|held| &mut held.info)
     }
 
     /// The task with core key `key`.
     pub(super) fn get(&self, key: TaskKey) -> Option<&TaskInfo> {
-        let &idx = self.by_key.get(key as usize)?;
-        Some(&self.tasks[idx])
+        self.find(self.by_key.get(&key)?).map(|(info, _)| info)
     }
 
     /// The task with core key `key`, to change.
     pub(super) fn get_mut(&mut self, key: TaskKey) -> Option<&mut TaskInfo> {
-        let &idx = self.by_key.get(key as usize)?;
-        Some(&mut self.tasks[idx])
+        let id = self.by_key.get(&key)?;
+        self.by_id.get_mut(id).map(|held| &mut held.info)
     }
 
-    /// Every task in submission order, with its core key if it has one.
+    /// Every task held, in no particular order, with its core key if it has one.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&TaskInfo, Option<TaskKey>)> {
-        self.tasks.iter().zip(self.keys.iter().copied())
-    }
-
-    /// Up to `limit` tasks that `pick` keeps, looking from position `from`
-    /// in submission order; and the position after the last one looked at,
-    /// 0 when no task is left past it.
-    pub(super) fn page<T>(
-        &self,
-        from: usize,
-        limit: usize,
-        mut pick: impl FnMut(&TaskInfo, Option<TaskKey>) -> Option<T>,
-    ) -> (Vec<T>, usize) {
-        let mut picked = Vec::new();
-        let mut at = from;
-        while at < self.tasks.len() && picked.len() < limit {
-            picked.extend(pick(&self.tasks[at], self.keys[at]));
-            at += 1;
-        }
-        let next = if at < self.tasks.len() { at } else { 0 };
-        (picked, next)
+        self.by_id.values().map(|held| (&held.info, held.key))
     }
 
     /// `key` waits for the policy again (a task queued again after its run
@@ -154,10 +152,6 @@ mod tests {
         }
     }
 
-    fn ids(table: &TaskTable) -> Vec<(String, Option<TaskKey>)> {
-        table.iter().map(|(t, k)| (t.id.clone(), k)).collect()
-    }
-
     #[test]
     fn keys_are_dense_in_admission_order_and_skip_inserted_tasks() {
         let mut table = TaskTable::default();
@@ -165,8 +159,11 @@ mod tests {
         assert_eq!(table.admit(task("t2")), 0);
         table.insert(task("t3"));
         assert_eq!(table.admit(task("t4")), 1);
+        let mut ids: Vec<(String, Option<TaskKey>)> =
+            table.iter().map(|(t, k)| (t.id.clone(), k)).collect();
+        ids.sort();
         assert_eq!(
-            ids(&table),
+            ids,
             [
                 ("t1".into(), None),
                 ("t2".into(), Some(0)),
@@ -187,24 +184,24 @@ mod tests {
     }
 
     #[test]
-    fn pages_resume_where_the_last_one_stopped() {
+    fn ended_tasks_are_retired_and_not_kept() {
         let mut table = TaskTable::default();
-        for id in ["t1", "t2", "t3", "t4", "t5"] {
-            table.admit(task(id));
-        }
-        let id = |t: &TaskInfo, _| Some(t.id.clone());
-        assert_eq!(table.page(0, 2, id), (vec!["t1".into(), "t2".into()], 2));
-        assert_eq!(table.page(2, 2, id), (vec!["t3".into(), "t4".into()], 4));
-        // The last page says no task is left.
-        assert_eq!(table.page(4, 2, id), (vec!["t5".into()], 0));
-        assert_eq!(table.page(3, 2, id), (vec!["t4".into(), "t5".into()], 0));
-        // Past the end: nothing, and nothing left.
-        assert_eq!(table.page(9, 2, id), (Vec::<String>::new(), 0));
-        // A filter looks on until the page is full: odd keys only.
-        let odd = |t: &TaskInfo, k: Option<TaskKey>| k.filter(|k| k % 2 == 1).map(|_| t.id.clone());
-        assert_eq!(table.page(0, 1, odd), (vec!["t2".into()], 2));
-        assert_eq!(table.page(2, 1, odd), (vec!["t4".into()], 4));
-        assert_eq!(table.page(4, 1, odd), (Vec::<String>::new(), 0));
+        let (k1, k2) = (table.admit(task("t1")), table.admit(task("t2")));
+        // Not ended: retiring keeps it.
+        assert!(table.retire("t1").is_none());
+        assert_eq!(table.iter().count(), 2);
+        table.get_mut(k1).unwrap().state = TaskStatus::Succeeded;
+        assert_eq!(table.retire("t1").unwrap().state, TaskStatus::Succeeded);
+        assert!(table.find("t1").is_none() && table.get(k1).is_none());
+        assert_eq!(table.get(k2).unwrap().id, "t2");
+        // A task that ended before it came in is not kept at all.
+        table.insert(TaskInfo {
+            state: TaskStatus::Failed,
+            ..task("t3")
+        });
+        assert_eq!(table.iter().count(), 1);
+        // Keys go on from where they were.
+        assert_eq!(table.admit(task("t4")), 2);
     }
 
     #[test]
