@@ -15,6 +15,6 @@ pub struct PolicyInstance {
 pub fn builtin_fifo() -> PolicyInstance {
     PolicyInstance {
         name: "fifo (built-in fallback)".into(),
-        policy: guard(Fifo),
+        policy: guard(Fifo::default()),
     }
 }

@@ -15,6 +15,8 @@
 //! default) and brings the new devices online (`Core::mig_applied`). Every
 //! change is reported ([`MigChange`]).
 
+use std::sync::Arc;
+
 use gpu_agent_plugin_api::abi_stable::{
     sabi_trait::TD_Opaque,
     std_types::{RResult, RString, RVec},
@@ -232,6 +234,7 @@ fn replay(
 
     let mut run = Run {
         devices: host.devices.clone(),
+        labels: labels(&host.devices),
         mig_delay_s: options.mig_delay_s,
         mig_changes: Vec::new(),
         counts: vec![(f64::NEG_INFINITY, schedulable(&host.devices))],
@@ -380,6 +383,12 @@ fn replay(
     })
 }
 
+/// Each device's name ([`DeviceSpec::label`]), made once and shared by its
+/// schedule rows.
+fn labels(devices: &[DeviceSpec]) -> Vec<Arc<str>> {
+    devices.iter().map(|d| d.label().into()).collect()
+}
+
 /// How many of `devices` take tasks (whole GPUs and MIG instances).
 fn schedulable(devices: &[DeviceSpec]) -> usize {
     devices.iter().filter(|d| d.schedulable()).count()
@@ -389,6 +398,8 @@ fn schedulable(devices: &[DeviceSpec]) -> usize {
 struct Run {
     /// The devices as the core has them (MIG instances made included).
     devices: Vec<DeviceSpec>,
+    /// Their names, as schedule rows show them.
+    labels: Vec<Arc<str>>,
     /// Seconds a layout change takes once its GPU is drained.
     mig_delay_s: f64,
     /// The layout changes made.
@@ -437,6 +448,7 @@ impl Run {
             .mig_applied(self.now, gpu)
             .expect("the core asked for this layout once the GPU was drained");
         self.devices = core.devices().cloned().collect();
+        self.labels = labels(&self.devices);
         self.busy_s.resize(self.devices.len(), 0.0);
         self.counts.push((self.now, schedulable(&self.devices)));
         let asked = self.asked.iter().position(|&(g, _)| g == gpu);
@@ -490,7 +502,7 @@ impl Run {
                         self.schedule.push(ScheduleRow {
                             id: t.id.to_string(),
                             gpu: d,
-                            device: device.label(),
+                            device: self.labels[d as usize].clone(),
                             start,
                             end,
                             core_mhz,

@@ -1,6 +1,6 @@
 //! Schedule output (formats.md §3).
 
-use std::{io::Write, path::Path};
+use std::{io::Write, path::Path, sync::Arc};
 
 use gpu_agent_dvfs::voltage;
 use gpu_agent_plugin_api::{Clocks, DvfsClass};
@@ -15,8 +15,9 @@ pub struct ScheduleRow {
     /// Device index.
     pub gpu: u32,
     /// The device's name: its index, or for a MIG instance
-    /// `GPU/mig/PROFILE@START` (`DeviceSpec::label`).
-    pub device: String,
+    /// `GPU/mig/PROFILE@START` (`DeviceSpec::label`), shared by the rows of
+    /// the device.
+    pub device: Arc<str>,
     /// Start, seconds.
     pub start: f64,
     /// End, seconds.
@@ -60,33 +61,42 @@ pub const COLUMNS: [&str; 16] = [
     "device",
 ];
 
-/// Writes `rows` as CSV to `out`.
+/// Writes `rows` as CSV to `out`, each field formatted into a buffer kept
+/// from row to row.
 pub fn write_csv(rows: &[ScheduleRow], out: impl Write) -> std::io::Result<()> {
+    use std::fmt::Write as _;
     let mut w = csv::Writer::from_writer(out);
     w.write_record(COLUMNS)?;
+    let mut fields: [String; COLUMNS.len()] = Default::default();
     for r in rows {
-        let (class, readjusted) = match r.dvfs {
-            Some((class, readjusted)) => (class.name().to_string(), readjusted.to_string()),
-            None => (String::new(), String::new()),
-        };
-        w.write_record([
-            r.id.clone(),
-            r.gpu.to_string(),
-            r.start.to_string(),
-            r.end.to_string(),
-            r.core_mhz.to_string(),
-            r.mem_mhz.to_string(),
-            r.energy_j.to_string(),
-            voltage(r.clocks.core).to_string(),
-            r.clocks.core.to_string(),
-            r.clocks.mem.to_string(),
-            r.runtime.to_string(),
-            r.power_w.to_string(),
-            r.default_energy_j.to_string(),
-            class,
-            readjusted,
-            r.device.clone(),
-        ])?;
+        for f in &mut fields {
+            f.clear();
+        }
+        let [id, gpu, start, end, core_mhz, mem_mhz, energy_j, v, fc, fm, t, p, default_energy_j, class, readjusted, device] =
+            &mut fields;
+        (|| -> std::fmt::Result {
+            id.push_str(&r.id);
+            write!(gpu, "{}", r.gpu)?;
+            write!(start, "{}", r.start)?;
+            write!(end, "{}", r.end)?;
+            write!(core_mhz, "{}", r.core_mhz)?;
+            write!(mem_mhz, "{}", r.mem_mhz)?;
+            write!(energy_j, "{}", r.energy_j)?;
+            write!(v, "{}", voltage(r.clocks.core))?;
+            write!(fc, "{}", r.clocks.core)?;
+            write!(fm, "{}", r.clocks.mem)?;
+            write!(t, "{}", r.runtime)?;
+            write!(p, "{}", r.power_w)?;
+            write!(default_energy_j, "{}", r.default_energy_j)?;
+            if let Some((c, readjust)) = r.dvfs {
+                class.push_str(c.name());
+                write!(readjusted, "{readjust}")?;
+            }
+            device.push_str(&r.device);
+            Ok(())
+        })()
+        .expect("formatting into a String cannot fail");
+        w.write_record(&fields)?;
     }
     w.flush()
 }

@@ -64,7 +64,10 @@ impl Views {
                     "device {}'s queue changed without being marked",
                     slot.spec.index
                 );
-                if slot.projected_free < now {
+                // Unchanged since it was max(projected_free, an earlier
+                // now): max(projected_free, now) without reading the slot's
+                // projection.
+                if device.available_at < now {
                     device.available_at = now;
                 }
             }
