@@ -259,7 +259,7 @@ pub fn run(args: Args) -> Result<()> {
         std::fs::write(path, table.render_markdown())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if args.json {
+    let printed = if args.json {
         let reports: Vec<Report> = outcomes
             .iter()
             .zip(0..)
@@ -281,7 +281,11 @@ pub fn run(args: Args) -> Result<()> {
             text.push_str(&changes.render());
         }
         emit(&text)
-    }
+    };
+    // gpuctl ends here: the traces and schedules (a few allocations per
+    // task) go back with the process instead of being freed one by one.
+    std::mem::forget((runs, outcomes));
+    printed
 }
 
 /// The MIG layout changes of every outcome, one row each (`None` when no
@@ -368,6 +372,8 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
 
     let options = sim::Options {
         mig_delay_s: args.mig_delay,
+        // Rows only where they are written, drawn or compared.
+        schedule: args.schedule.is_some() || args.gantt.is_some() || args.repeat > 1,
     };
     let mut outcomes = Vec::new();
     for (plugin, params, mut first) in policies {
@@ -399,8 +405,15 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
         bar.finish_and_clear();
         let mut outcome = median_run(runs);
         if outcome.dvfs {
-            let base =
-                sim::simulate_without_dvfs(host, trace, plugin.instantiate(&params)?, &options)?;
+            let base = sim::simulate_without_dvfs(
+                host,
+                trace,
+                plugin.instantiate(&params)?,
+                &sim::Options {
+                    schedule: false,
+                    ..options
+                },
+            )?;
             for fault in &base.faults {
                 log::warn!(
                     "{}: its run without DVFS had a policy fault: {fault}",

@@ -51,12 +51,25 @@ pub enum SimError {
     },
 }
 
-/// How the simulator carries out what the core asks.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// How the simulator carries out what the core asks, and what it keeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
     /// Seconds a MIG layout change takes once its GPU is drained (the
     /// driver's destroy and create calls; 0: at once).
     pub mig_delay_s: f64,
+    /// Whether to keep the schedule ([`Outcome::schedule`], a row per task
+    /// and device); without it the outcome's schedule is empty and the rest
+    /// is the same (default: kept).
+    pub schedule: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mig_delay_s: 0.0,
+            schedule: true,
+        }
+    }
 }
 
 /// One MIG layout change a policy asked for and the simulator made.
@@ -245,13 +258,18 @@ fn replay(
         seq: 0,
         timers: hashbrown::HashSet::new(),
         // A row per device of each task that runs (each starts once).
-        schedule: Vec::with_capacity(
+        schedule: Vec::with_capacity(if options.schedule {
             trace
                 .tasks
                 .iter()
                 .map(|t| t.spec.alt_gpus.iter().fold(t.spec.gpus, |a, &b| a.max(b)) as usize)
-                .sum(),
-        ),
+                .sum()
+        } else {
+            0
+        }),
+        keep_schedule: options.schedule,
+        // Added up as the rows' energies would be.
+        busy_j: std::iter::empty::<f64>().sum(),
         totals: Totals::default(),
         rejected: Vec::new(),
         faults: Vec::new(),
@@ -324,7 +342,7 @@ fn replay(
         run.apply(&mut core, actions);
     }
 
-    let busy_j: f64 = run.schedule.iter().map(|r| r.energy_j).sum();
+    let busy_j = run.busy_j;
     let changed = !run.mig_changes.is_empty();
     let (devices, busy_s, idle_share_s) = (&run.devices, &run.busy_s, run.idle_share_s);
     let energy = |from: f64, to: f64| {
@@ -418,6 +436,11 @@ struct Run {
     /// Wake-up times in the agenda (as bits), so each is delivered once.
     timers: hashbrown::HashSet<u64>,
     schedule: Vec<ScheduleRow>,
+    /// Whether rows go into `schedule`.
+    keep_schedule: bool,
+    /// Energy drawn running tasks so far (the rows' `energy_j` added up in
+    /// row order), J.
+    busy_j: f64,
     /// The metrics' sums over the tasks started so far.
     totals: Totals,
     rejected: Vec<Rejection>,
@@ -497,8 +520,12 @@ impl Run {
                         let (model, share) = (device.model, device.power_share());
                         self.busy_s[d as usize] += runtime;
                         self.idle_share_s += model.idle_w * share * runtime;
-                        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
                         let power = power_w(&t.app, model, clocks) * share;
+                        self.busy_j += power * runtime;
+                        if !self.keep_schedule {
+                            continue;
+                        }
+                        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
                         self.schedule.push(ScheduleRow {
                             id: t.id.to_string(),
                             gpu: d,
@@ -576,6 +603,60 @@ mod tests {
 
     use super::*;
     use gpu_agent_core::apps::AppLibrary;
+
+    /// Without the schedule the metrics are the same, to the bit.
+    #[test]
+    fn metrics_do_not_depend_on_keeping_the_schedule() {
+        let host = crate::input::host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n[[gpu]]\nmodel = \"V100-SXM2-32GB\"\nspeed = 0.6\n",
+        )
+        .unwrap();
+        let mut text = String::from("id,arrival,workload,mem_gb,deadline,weight,gpus\n");
+        for i in 0..200 {
+            let gpus = if i % 7 == 0 { 2 } else { 1 };
+            text.push_str(&format!(
+                "t{i},{},{},4,{},{},{gpus}\n",
+                f64::from(i) * 0.37,
+                1.0 + f64::from(i % 13) * 0.71,
+                f64::from(i) * 0.37 + 5.0,
+                1 + i % 3
+            ));
+        }
+        let trace = Trace::parse(
+            Path::new("t.csv"),
+            text.as_bytes(),
+            &host,
+            &AppLibrary::default(),
+        )
+        .unwrap();
+        let run = |schedule| {
+            simulate_with(
+                &host,
+                &trace,
+                gpu_agent_core::policy::builtin_fifo(),
+                &Options {
+                    schedule,
+                    ..Options::default()
+                },
+                |_| {},
+            )
+            .unwrap()
+        };
+        let (with, without) = (run(true), run(false));
+        assert_eq!(with.schedule.len(), 200 + 29);
+        assert!(without.schedule.is_empty());
+        assert_eq!(with.metrics, without.metrics);
+        assert_eq!(
+            with.metrics.energy_j.to_bits(),
+            without.metrics.energy_j.to_bits()
+        );
+        assert!(with.metrics.energy_run_j > 0.0);
+        assert_eq!(
+            with.metrics.energy_run_j,
+            with.schedule.iter().map(|r| r.energy_j).sum::<f64>()
+        );
+    }
 
     /// With `actual`, a task that really runs ten times its estimate hands
     /// the tasks queued behind it back to the policy at its expected end,
