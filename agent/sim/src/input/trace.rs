@@ -3,7 +3,7 @@
 use std::hash::BuildHasher;
 use std::path::Path;
 
-use hashbrown::{hash_table::Entry, DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
 use gpu_agent_core::apps::{AppLibrary, DEFAULT_APP};
 use gpu_agent_core::host::Host;
@@ -120,9 +120,10 @@ impl Trace {
         let actual_col = column("actual");
 
         let mut tasks: Vec<TraceTask> = Vec::with_capacity(rows);
-        // Rows by id: (hash of the id, index into `tasks`), no copy of the
-        // ids; growing rehashes without reading the rows.
-        let mut by_id: HashTable<(u64, u32)> = HashTable::with_capacity(rows);
+        // (hash of the id, index into `tasks`) of each row, for the
+        // duplicate check (`first_duplicate`), which runs once all rows are
+        // read, or at the first bad row.
+        let mut ids: Vec<(u64, u32)> = Vec::with_capacity(rows);
         // Every device runs a task without `runtimes` in workload / speed,
         // the longest on the slowest: within the cap there, no device needs
         // a look (`TaskSpec::runtime_problem` names the first that does).
@@ -135,14 +136,23 @@ impl Trace {
             |spec: &TaskSpec| spec.runtimes.is_empty() && spec.workload / min_speed <= MAX_VALUE;
         let hasher = DefaultHashBuilder::default();
         let mut record = csv::ByteRecord::new();
-        while csv.read_byte_record(&mut record).map_err(csv_error)? {
+        loop {
+            match csv.read_byte_record(&mut record) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    return Err(first_duplicate(path, &tasks, &mut ids, None)
+                        .unwrap_or_else(|| csv_error(e)))
+                }
+            }
             let line = record.position().map_or(0, |p| p.line());
             let err = |col: &str, msg: String| {
                 InputError::at(path, Some(line), Some(format!("column {col}")), msg)
             };
             if let Some(i) = (0..record.len()).find(|&i| std::str::from_utf8(&record[i]).is_err()) {
                 let col = headers.get(i).map_or("?", String::as_str);
-                return Err(err(col, "expected UTF-8 text".into()));
+                return Err(first_duplicate(path, &tasks, &mut ids, None)
+                    .unwrap_or_else(|| err(col, "expected UTF-8 text".into())));
             }
             let field = |i: usize| {
                 record.get(i).map_or("", |bytes| {
@@ -168,158 +178,220 @@ impl Trace {
 
             let id = field(id_col);
             if id.is_empty() {
-                return Err(err("id", "expected a non-empty id".into()));
+                return Err(first_duplicate(path, &tasks, &mut ids, None)
+                    .unwrap_or_else(|| err("id", "expected a non-empty id".into())));
             }
             let hash = hasher.hash_one(id);
-            let same_id = |&(h, i): &(u64, u32)| h == hash && tasks[i as usize].spec.id == id;
-            let new_row = match by_id.entry(hash, same_id, |&(h, _)| h) {
-                Entry::Occupied(first) => {
-                    let first = tasks[first.get().1 as usize].line;
-                    return Err(err(
-                        "id",
-                        format!("duplicate id {id:?} (first on line {first})"),
-                    ));
-                }
-                Entry::Vacant(row) => row,
-            };
-            let id = id.to_string();
-            let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
-                None => 1,
-                Some(text) => match text.parse::<u32>() {
-                    Ok(g) if g >= 1 => g,
-                    _ => {
-                        return Err(err(
-                            "gpus",
-                            format!("expected an integer >= 1, got {text:?}"),
-                        ))
-                    }
-                },
-            };
-            let alt_gpus = match alt_col.map(field).filter(|s| !s.is_empty()) {
-                None => Vec::new(),
-                Some(text) => text
-                    .split(';')
-                    .map(|v| v.trim().parse::<u32>().ok())
-                    .collect::<Option<Vec<u32>>>()
-                    .ok_or_else(|| {
-                        err(
-                            "gpus_alt",
-                            format!("expected ';'-separated integers >= 1, got {text:?}"),
-                        )
-                    })?,
-            };
-            let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
-                None => Vec::new(),
-                Some(text) => {
-                    let values: Vec<f64> = text
+            // The rest of the row; a duplicate id (of this row or an
+            // earlier one) is reported before anything wrong with it.
+            let row = || -> Result<TraceTask, InputError> {
+                let id = id.to_string();
+                let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
+                    None => 1,
+                    Some(text) => match text.parse::<u32>() {
+                        Ok(g) if g >= 1 => g,
+                        _ => {
+                            return Err(err(
+                                "gpus",
+                                format!("expected an integer >= 1, got {text:?}"),
+                            ))
+                        }
+                    },
+                };
+                let alt_gpus = match alt_col.map(field).filter(|s| !s.is_empty()) {
+                    None => Vec::new(),
+                    Some(text) => text
                         .split(';')
-                        .map(|v| {
-                            v.trim()
-                                .parse::<f64>()
-                                .ok()
-                                .filter(|&x| Rule::RUNTIME.accepts(x))
-                        })
-                        .collect::<Option<_>>()
+                        .map(|v| v.trim().parse::<u32>().ok())
+                        .collect::<Option<Vec<u32>>>()
                         .ok_or_else(|| {
                             err(
+                                "gpus_alt",
+                                format!("expected ';'-separated integers >= 1, got {text:?}"),
+                            )
+                        })?,
+                };
+                let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
+                    None => Vec::new(),
+                    Some(text) => {
+                        let values: Vec<f64> =
+                            text.split(';')
+                                .map(|v| {
+                                    v.trim()
+                                        .parse::<f64>()
+                                        .ok()
+                                        .filter(|&x| Rule::RUNTIME.accepts(x))
+                                })
+                                .collect::<Option<_>>()
+                                .ok_or_else(|| {
+                                    err(
                                 "runtimes",
                                 format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
                             )
-                        })?;
-                    if values.len() != host.devices.len() {
-                        return Err(err(
-                            "runtimes",
-                            format!(
-                                "expected {} values (one per device of the host), got {}",
-                                host.devices.len(),
-                                values.len()
-                            ),
-                        ));
+                                })?;
+                        if values.len() != host.devices.len() {
+                            return Err(err(
+                                "runtimes",
+                                format!(
+                                    "expected {} values (one per device of the host), got {}",
+                                    host.devices.len(),
+                                    values.len()
+                                ),
+                            ));
+                        }
+                        values
                     }
-                    values
-                }
-            };
-            let app_name = app_col
-                .map(field)
-                .filter(|s| !s.is_empty())
-                .unwrap_or(DEFAULT_APP);
-            let app = apps.get(app_name).ok_or_else(|| {
-                err(
-                    "app",
-                    format!(
-                        "unknown application profile {app_name:?}; known: {}",
-                        apps.names().join(", ")
-                    ),
-                )
-            })?;
-            let spec = TaskSpec {
-                id,
-                arrival: number(arrival_col, "arrival", Rule::ARRIVAL)?,
-                workload: number(workload_col, "workload", Rule::WORKLOAD)?,
-                mem_gb: number(mem_col, "mem_gb", Rule::MEM_GB)?,
-                deadline: number(deadline_col, "deadline", Rule::DEADLINE)?,
-                weight: number(weight_col, "weight", Rule::WEIGHT)?,
-                gpus,
-                alt_gpus,
-                runtimes,
-                app: app.clone(),
-            };
-            if let Some(problem) = spec.alt_gpus_problem() {
-                return Err(err("gpus_alt", problem));
-            }
-            if let Some(problem) = (!within_cap(&spec))
-                .then(|| spec.runtime_problem(&host.devices))
-                .flatten()
-            {
-                let column = if spec.runtimes.is_empty() {
-                    "workload"
-                } else {
-                    "runtimes"
                 };
-                return Err(err(column, problem));
-            }
-            let command = command_col
-                .map(field)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned);
-            let actual = match actual_col.map(field).filter(|s| !s.is_empty()) {
-                None => None,
-                Some(text) => match text.parse::<f64>().map(|x| Rule::WORKLOAD.check(x)) {
-                    Ok(Ok(x)) => Some(x),
-                    Ok(Err(e)) => return Err(err("actual", e)),
-                    Err(_) => {
-                        return Err(err(
-                            "actual",
-                            format!("expected {}, got {text:?}", Rule::WORKLOAD.describe()),
-                        ))
+                let app_name = app_col
+                    .map(field)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or(DEFAULT_APP);
+                let app = apps.get(app_name).ok_or_else(|| {
+                    err(
+                        "app",
+                        format!(
+                            "unknown application profile {app_name:?}; known: {}",
+                            apps.names().join(", ")
+                        ),
+                    )
+                })?;
+                let spec = TaskSpec {
+                    id,
+                    arrival: number(arrival_col, "arrival", Rule::ARRIVAL)?,
+                    workload: number(workload_col, "workload", Rule::WORKLOAD)?,
+                    mem_gb: number(mem_col, "mem_gb", Rule::MEM_GB)?,
+                    deadline: number(deadline_col, "deadline", Rule::DEADLINE)?,
+                    weight: number(weight_col, "weight", Rule::WEIGHT)?,
+                    gpus,
+                    alt_gpus,
+                    runtimes,
+                    app: app.clone(),
+                };
+                if let Some(problem) = spec.alt_gpus_problem() {
+                    return Err(err("gpus_alt", problem));
+                }
+                if let Some(problem) = (!within_cap(&spec))
+                    .then(|| spec.runtime_problem(&host.devices))
+                    .flatten()
+                {
+                    let column = if spec.runtimes.is_empty() {
+                        "workload"
+                    } else {
+                        "runtimes"
+                    };
+                    return Err(err(column, problem));
+                }
+                let command = command_col
+                    .map(field)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned);
+                let actual = match actual_col.map(field).filter(|s| !s.is_empty()) {
+                    None => None,
+                    Some(text) => match text.parse::<f64>().map(|x| Rule::WORKLOAD.check(x)) {
+                        Ok(Ok(x)) => Some(x),
+                        Ok(Err(e)) => return Err(err("actual", e)),
+                        Err(_) => {
+                            return Err(err(
+                                "actual",
+                                format!("expected {}, got {text:?}", Rule::WORKLOAD.describe()),
+                            ))
+                        }
+                    },
+                };
+                if let Some(a) = actual {
+                    // The true run times stay within the cap too.
+                    let true_spec = TaskSpec {
+                        workload: a,
+                        runtimes: spec
+                            .runtimes
+                            .iter()
+                            .map(|r| r * a / spec.workload)
+                            .collect(),
+                        ..spec.clone()
+                    };
+                    if let Some(problem) = true_spec.runtime_problem(&host.devices) {
+                        return Err(err("actual", problem));
                     }
-                },
+                }
+                Ok(TraceTask {
+                    line,
+                    spec,
+                    command,
+                    actual,
+                })
             };
-            if let Some(a) = actual {
-                // The true run times stay within the cap too.
-                let true_spec = TaskSpec {
-                    workload: a,
-                    runtimes: spec
-                        .runtimes
-                        .iter()
-                        .map(|r| r * a / spec.workload)
-                        .collect(),
-                    ..spec.clone()
-                };
-                if let Some(problem) = true_spec.runtime_problem(&host.devices) {
-                    return Err(err("actual", problem));
+            match row() {
+                Ok(task) => {
+                    ids.push((hash, tasks.len() as u32));
+                    tasks.push(task);
+                }
+                Err(e) => {
+                    return Err(
+                        first_duplicate(path, &tasks, &mut ids, Some((id, hash, line)))
+                            .unwrap_or(e),
+                    )
                 }
             }
-            new_row.insert((hash, tasks.len() as u32));
-            tasks.push(TraceTask {
-                line,
-                spec,
-                command,
-                actual,
-            });
         }
-        Ok(Trace { tasks, warnings })
+        match first_duplicate(path, &tasks, &mut ids, None) {
+            Some(e) => Err(e),
+            None => Ok(Trace { tasks, warnings }),
+        }
     }
+}
+
+/// The error for the first row, in file order, whose id an earlier row
+/// has, if any: among `tasks` (whose ids hash as `ids` says, `(hash, row)`;
+/// sorted here) and `last`, the id, hash and line of a row read after them.
+///
+/// One sort of the hashes instead of a hash table the rows probe as they
+/// come: on a large trace the table is far larger than the caches, and
+/// each probe a miss.
+fn first_duplicate(
+    path: &Path,
+    tasks: &[TraceTask],
+    ids: &mut Vec<(u64, u32)>,
+    last: Option<(&str, u64, u64)>,
+) -> Option<InputError> {
+    let rows = tasks.len() as u32;
+    if let Some((_, hash, _)) = last {
+        ids.push((hash, rows));
+    }
+    ids.sort_unstable();
+    let id_of = |row: u32| match last {
+        Some((id, _, _)) if row == rows => id,
+        _ => tasks[row as usize].spec.id.as_str(),
+    };
+    let line_of = |row: u32| match last {
+        Some((_, _, line)) if row == rows => line,
+        _ => tasks[row as usize].line,
+    };
+    // (row, its first occurrence's row), the least row.
+    let mut found: Option<(u32, u32)> = None;
+    for same_hash in ids.chunk_by(|a, b| a.0 == b.0).filter(|c| c.len() > 1) {
+        for (k, &(_, row)) in same_hash.iter().enumerate().skip(1) {
+            let first = same_hash[..k]
+                .iter()
+                .map(|&(_, r)| r)
+                .find(|&r| id_of(r) == id_of(row));
+            if let Some(first) = first {
+                if found.is_none_or(|(f, _)| row < f) {
+                    found = Some((row, first));
+                }
+            }
+        }
+    }
+    let (row, first) = found?;
+    Some(InputError::at(
+        path,
+        Some(line_of(row)),
+        Some("column id".into()),
+        format!(
+            "duplicate id {:?} (first on line {})",
+            id_of(row),
+            line_of(first)
+        ),
+    ))
 }
 
 /// How many lines `text` has (newlines, and a last line without one).
@@ -436,6 +508,58 @@ mod tests {
             )
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Duplicate ids are found once the rows are read, yet the error is
+    /// still the first bad row's, in file order, a duplicate id coming
+    /// before anything else wrong with its row.
+    #[test]
+    fn the_first_bad_row_is_named_duplicate_ids_included() {
+        let head = "id,arrival,workload,mem_gb,deadline,weight\n";
+        let ok = |id: &str| format!("{id},0,1,1,9,1\n");
+        let cases = [
+            (
+                format!("{}{}{}c,0,x,1,9,1\n", ok("a"), ok("b"), ok("a")),
+                "trace.csv:4: column id: duplicate id \"a\" (first on line 2)",
+            ),
+            (
+                format!("{}{}a,0,x,1,9,1\n", ok("a"), ok("b")),
+                "trace.csv:4: column id: duplicate id \"a\" (first on line 2)",
+            ),
+            (
+                format!("{}b,0,x,1,9,1\n{}", ok("a"), ok("a")),
+                "trace.csv:3: column workload: expected a number > 0, got \"x\"",
+            ),
+            (
+                format!("{}{}{}c,0,1,1,9\n", ok("a"), ok("b"), ok("b")),
+                "trace.csv:4: column id: duplicate id \"b\" (first on line 3)",
+            ),
+            (
+                format!("{}{}{},0,1,1,9,1\n", ok("a"), ok("b"), ok("b")),
+                "trace.csv:4: column id: duplicate id \"b\" (first on line 3)",
+            ),
+            (
+                ["z", "a", "b", "b", "a", "z"].map(ok).concat(),
+                "trace.csv:5: column id: duplicate id \"b\" (first on line 4)",
+            ),
+            (
+                format!("{}a,0,1,1,9\n", ok("a")),
+                "trace.csv:3: expected 6 fields like the header, got 5",
+            ),
+        ];
+        for (rows, expected) in cases {
+            assert_eq!(
+                parse(&format!("{head}{rows}")).unwrap_err(),
+                expected,
+                "{rows}"
+            );
+        }
+        let many: String = (0..5000).map(|i| ok(&format!("t{i}"))).collect();
+        assert_eq!(parse(&format!("{head}{many}")).unwrap().tasks.len(), 5000);
+        assert_eq!(
+            parse(&format!("{head}{many}{}", ok("t4321"))).unwrap_err(),
+            "trace.csv:5002: column id: duplicate id \"t4321\" (first on line 4323)"
+        );
     }
 
     #[test]
