@@ -237,13 +237,7 @@ fn replay(
         core = core.at_default_clocks();
     }
     // Arrival order, ties in trace order; the core numbers tasks in this order.
-    let mut order: Vec<usize> = (0..trace.tasks.len()).collect();
-    order.sort_by(|&a, &b| {
-        trace.tasks[a]
-            .spec
-            .arrival
-            .total_cmp(&trace.tasks[b].spec.arrival)
-    });
+    let order = arrival_order(trace);
 
     let mut run = Run {
         devices: host.devices.clone(),
@@ -399,6 +393,20 @@ fn replay(
         mig_changes: run.mig_changes,
         devices: run.devices,
     })
+}
+
+/// The trace's rows in arrival order, ties in trace order: the rows' own
+/// order when they are in it already (as most traces are), else a sort of
+/// (arrival, row) pairs, which reads each row once.
+fn arrival_order(trace: &Trace) -> Vec<usize> {
+    let arrival = |i: usize| trace.tasks[i].spec.arrival;
+    let in_order = (1..trace.tasks.len()).all(|i| arrival(i - 1).total_cmp(&arrival(i)).is_le());
+    if in_order {
+        return (0..trace.tasks.len()).collect();
+    }
+    let mut keyed: Vec<(f64, usize)> = (0..trace.tasks.len()).map(|i| (arrival(i), i)).collect();
+    keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// Each device's name ([`DeviceSpec::label`]), made once and shared by its
@@ -603,6 +611,35 @@ mod tests {
 
     use super::*;
     use gpu_agent_core::apps::AppLibrary;
+
+    /// Rows go to the core by arrival, ties in trace order.
+    #[test]
+    fn rows_are_submitted_by_arrival_ties_in_trace_order() {
+        let host = crate::input::host::parse(
+            Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
+        )
+        .unwrap();
+        let trace = |arrivals: &[f64]| {
+            let mut text = String::from("id,arrival,workload,mem_gb,deadline,weight\n");
+            for (i, a) in arrivals.iter().enumerate() {
+                text.push_str(&format!("t{i},{a},1,1,9,1\n"));
+            }
+            Trace::parse(
+                Path::new("t.csv"),
+                text.as_bytes(),
+                &host,
+                &AppLibrary::default(),
+            )
+            .unwrap()
+        };
+        assert_eq!(arrival_order(&trace(&[0.0, 1.0, 1.0, 2.5])), [0, 1, 2, 3]);
+        assert_eq!(
+            arrival_order(&trace(&[3.0, 1.0, 2.0, 1.0, 0.5, 3.0, 1.0])),
+            [4, 1, 3, 6, 2, 0, 5]
+        );
+        assert!(arrival_order(&trace(&[])).is_empty());
+    }
 
     /// Without the schedule the metrics are the same, to the bit.
     #[test]
