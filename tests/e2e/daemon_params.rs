@@ -102,6 +102,8 @@ fn daemon_policy_parameters_round_trip_and_survive_a_restart() {
         row("alpha", "d", "0.995"),
         row("budget_ms", "x", "20"),
         row("iterations", "x", "2000"),
+        row("overload_iterations", "x", "500"),
+        row("overload_pending", "x", "256"),
         row("seed", "x", "3"),
         row("t0", "s", "\"auto\""),
         row("window", "x", "8"),
@@ -183,7 +185,7 @@ fn daemon_policy_parameters_round_trip_and_survive_a_restart() {
     let config = d.config_file().expect("a config file");
     std::fs::write(&config, "[policies.sa-greedy]\nbudget_ms = 50\nseed = 9\n").unwrap();
     ok(&d, &gpuctl(&d, &["reload"]));
-    expected[3] = row("seed", "x", "9");
+    expected[5] = row("seed", "x", "9");
     settles(&d, "sa-greedy", &expected);
     std::fs::write(&config, "[policies.sa-greedy]\nseed = -1\n").unwrap();
     let err = refused(&gpuctl(&d, &["reload"]));

@@ -46,14 +46,21 @@ fn tasks_are_dealt_by_deadline_and_planned_for_deadline_and_cost() {
 
 #[test]
 fn the_exhaustive_search_plans_as_the_milp_does() {
-    // solver = search: the same optimal group plans, so the same schedule.
-    let (rows, metrics) = simulate(&["groups=2", "solver=search"]);
-    assert_eq!(
-        rows,
-        ["b,0,0,9", "c,1,0,6", "c,3,0,6", "a,2,0,8", "d,0,9,11"]
-    );
-    assert_eq!(metrics["twt"].as_f64(), Some(0.0));
-    assert_eq!(metrics["twct"].as_f64(), Some(33.0));
+    // solver = search, and solver = auto (the default) in overload from the
+    // first task pending: the same optimal group plans, so the same schedule.
+    for params in [
+        ["groups=2", "solver=search"],
+        ["groups=2", "overload_pending=0"],
+    ] {
+        let (rows, metrics) = simulate(&params);
+        assert_eq!(
+            rows,
+            ["b,0,0,9", "c,1,0,6", "c,3,0,6", "a,2,0,8", "d,0,9,11"],
+            "{params:?}"
+        );
+        assert_eq!(metrics["twt"].as_f64(), Some(0.0));
+        assert_eq!(metrics["twct"].as_f64(), Some(33.0));
+    }
 }
 
 #[test]
@@ -111,7 +118,8 @@ proptest! {
         milp_max_tasks in 0usize..=4,
         max_configs in 1usize..=8,
         period_s in prop::sample::select(vec!["0.5", "7", "60"]),
-        solver in prop::sample::select(vec!["milp", "search"]),
+        solver in prop::sample::select(vec!["auto", "milp", "search"]),
+        overload_pending in prop::sample::select(vec![0usize, 3, 256]),
     ) {
         let groups = groups.min(inst.host.devices.len());
         let params: Vec<(String, String)> = [
@@ -121,6 +129,7 @@ proptest! {
             ("max_configs", max_configs.to_string()),
             ("period_s", period_s.to_string()),
             ("solver", solver.to_string()),
+            ("overload_pending", overload_pending.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

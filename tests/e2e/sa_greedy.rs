@@ -167,10 +167,20 @@ proptest! {
     }
 
     #[test]
-    fn a_batch_schedule_is_never_worse_than_greedy_eft(inst in instance().prop_map(batch), seed in 0u64..1000) {
+    fn a_batch_schedule_is_never_worse_than_greedy_eft(
+        inst in instance().prop_map(batch),
+        seed in 0u64..1000,
+        overload_pending in prop::sample::select(vec!["0", "256"]),
+    ) {
         let greedy = simulate(&inst, "greedy-eft", &[]);
-        // The guarantee holds for batches of at most `window` tasks.
-        let sa = simulate(&inst, "sa-greedy", &[("seed", seed.to_string()), ("window", "64".into())]);
+        // The guarantee holds for batches of at most `window` tasks, in
+        // overload (0: from the first task pending) or not.
+        let sa = simulate(&inst, "sa-greedy", &[
+            ("seed", seed.to_string()),
+            ("window", "64".into()),
+            ("overload_pending", overload_pending.into()),
+            ("overload_iterations", "20".into()),
+        ]);
         prop_assert!(sa.faults.is_empty(), "{:?}", sa.faults);
         let rejected: Vec<String> = sa.metrics.rejected.iter().map(|r| r.id.clone()).collect();
         check_valid(&inst, &sa.schedule, &rejected)?;

@@ -31,7 +31,10 @@
 //!    tardiness plus cost exceeds the sum of each task's least penalty alone
 //!    (a lower bound), the group MILP ([`milp`]) improves on it (with
 //!    `solver = search`, an exhaustive search of the same problem, [`exact`],
-//!    for up to 4 tasks). The plan is
+//!    for up to 4 tasks; with `solver = auto`, the default, the search while
+//!    more than `overload_pending` (256) tasks are pending, so that plans keep
+//!    up with an overloaded host's arrivals, the MILP otherwise:
+//!    [`params::Params::solver_for`]). The plan is
 //!    then booked in the order of its starts, each task at the earliest gap of
 //!    its devices ([`plan::decode`]). The other tasks, a lone task, and the
 //!    tasks of a group whose MILP fails are placed by the greedy rule: in
@@ -164,7 +167,9 @@ impl PolicyImpl for EdfHier {
 gpu_agent_plugin_api::export_policy! {
     name: "edf-hier",
     description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
-    parameters: [INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7], INFO[8]],
+    parameters: [
+        INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7], INFO[8], INFO[9],
+    ],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
 }
 
@@ -291,7 +296,8 @@ mod tests {
                 "milp_max_tasks",
                 "max_configs",
                 "window",
-                "solver"
+                "solver",
+                "overload_pending"
             ]
         );
         let bad = [gpu_agent_plugin_api::Param {

@@ -9,10 +9,14 @@ pub const MAX_MILP_TASKS: usize = 8;
 pub const MAX_CONFIGS: usize = 16;
 
 const DEALINGS: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
-const SOLVERS: &[RStr<'static>] = &[RStr::from_str("milp"), RStr::from_str("search")];
+const SOLVERS: &[RStr<'static>] = &[
+    RStr::from_str("auto"),
+    RStr::from_str("milp"),
+    RStr::from_str("search"),
+];
 
 /// The parameters `edf-hier` takes, as the plugin lists them.
-pub const INFO: [ParamInfo; 9] = [
+pub const INFO: [ParamInfo; 10] = [
     ParamInfo::choice(
         "dealing",
         "edf",
@@ -62,10 +66,16 @@ pub const INFO: [ParamInfo; 9] = [
     .at_least(1.0),
     ParamInfo::choice(
         "solver",
-        "milp",
+        "auto",
         SOLVERS,
-        "how a group's first tasks are planned: milp, the MILP; search, exhaustive search of the same problem for up to 4 tasks (the MILP above)",
+        "how a group's first tasks are planned: milp, the MILP; search, exhaustive search of the same problem (same optimum) for up to 4 tasks, the MILP above; auto, milp, or search in overload (more than overload_pending tasks pending)",
     ),
+    ParamInfo::integer(
+        "overload_pending",
+        "256",
+        "overload threshold for solver = auto: while more tasks than this are pending, groups are solved by search, so that plans keep up with arrivals",
+    )
+    .at_least(0.0),
 ];
 
 /// The order the pending tasks are dealt to the groups in.
@@ -80,6 +90,9 @@ pub enum Dealing {
 /// How a group's first `milp_max_tasks` tasks are planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Solver {
+    /// [`Solver::Milp`], or [`Solver::Search`] while more than
+    /// `overload_pending` tasks are pending ([`Params::solver_for`]).
+    Auto,
     /// The group MILP ([`crate::milp`]).
     Milp,
     /// Exhaustive search of the same problem ([`crate::exact`]) for groups of
@@ -108,6 +121,8 @@ pub struct Params {
     pub window: usize,
     /// How a group's first tasks are planned.
     pub solver: Solver,
+    /// Above this many pending tasks the host is overloaded (`solver = auto`).
+    pub overload_pending: usize,
 }
 
 impl Default for Params {
@@ -121,7 +136,8 @@ impl Default for Params {
             milp_max_tasks: 4,
             max_configs: 8,
             window: 64,
-            solver: Solver::Milp,
+            solver: Solver::Auto,
+            overload_pending: 256,
         }
     }
 }
@@ -182,12 +198,29 @@ impl Params {
         }
         if let Some(v) = param(params, "solver") {
             p.solver = match v.trim() {
+                "auto" => Solver::Auto,
                 "milp" => Solver::Milp,
                 "search" => Solver::Search,
-                _ => return Err(bad("solver", "one of milp, search", v)),
+                _ => return Err(bad("solver", "one of auto, milp, search", v)),
             };
         }
+        if let Some(v) = param(params, "overload_pending") {
+            p.overload_pending = integer(v, 0, usize::MAX)
+                .ok_or_else(|| bad("overload_pending", "an integer >= 0", v))?;
+        }
         Ok(p)
+    }
+
+    /// The solver of a plan made with `pending` tasks pending: `solver`, and
+    /// for `auto` the MILP, or the search (the same optimum per group, in
+    /// microseconds instead of milliseconds) while more than
+    /// `overload_pending` tasks are pending.
+    pub fn solver_for(&self, pending: usize) -> Solver {
+        match self.solver {
+            Solver::Auto if pending > self.overload_pending => Solver::Search,
+            Solver::Auto => Solver::Milp,
+            s => s,
+        }
     }
 }
 
@@ -238,6 +271,7 @@ mod tests {
             ("max_configs", "16"),
             ("window", "5"),
             ("solver", "search"),
+            ("overload_pending", "0"),
         ]))
         .unwrap();
         assert_eq!(
@@ -252,8 +286,27 @@ mod tests {
                 max_configs: 16,
                 window: 5,
                 solver: Solver::Search,
+                overload_pending: 0,
             }
         );
+    }
+
+    #[test]
+    fn auto_searches_above_the_overload_threshold() {
+        let p = Params::parse(&params(&[("overload_pending", "10")])).unwrap();
+        assert_eq!(p.solver, Solver::Auto);
+        assert_eq!(p.solver_for(0), Solver::Milp);
+        assert_eq!(p.solver_for(9), Solver::Milp);
+        assert_eq!(p.solver_for(10), Solver::Milp);
+        assert_eq!(p.solver_for(11), Solver::Search);
+        assert_eq!(p.solver_for(5000), Solver::Search);
+        // A named solver holds at any backlog.
+        for (name, solver) in [("milp", Solver::Milp), ("search", Solver::Search)] {
+            let p =
+                Params::parse(&params(&[("solver", name), ("overload_pending", "10")])).unwrap();
+            assert_eq!(p.solver_for(9), solver);
+            assert_eq!(p.solver_for(11), solver);
+        }
     }
 
     #[test]
@@ -269,7 +322,12 @@ mod tests {
             (
                 "solver",
                 "simplex",
-                "solver: expected one of milp, search, got \"simplex\"",
+                "solver: expected one of auto, milp, search, got \"simplex\"",
+            ),
+            (
+                "overload_pending",
+                "-1",
+                "overload_pending: expected an integer >= 0, got \"-1\"",
             ),
             (
                 "groups",

@@ -130,6 +130,7 @@ pub fn plan(
                 .all(|&j| !idle(view, j) || timeline.busy_at(j, now))
     };
     let mut planned = Vec::new();
+    let solver = params.solver_for(pending.len());
     let host: Vec<u32> = (0..m as u32).collect();
     for (_, key) in spanning {
         let task = view.task(key);
@@ -169,7 +170,7 @@ pub fn plan(
             .iter()
             .map(|&(_, k)| candidate_of(k))
             .collect();
-        plan_head(&head, &mut timeline, now, params, &mut planned);
+        plan_head(&head, &mut timeline, now, params, solver, &mut planned);
         for &(_, key) in &tasks[window..] {
             if busy_now(&timeline, group) {
                 break;
@@ -186,13 +187,17 @@ pub fn plan(
 /// greedy rule first plans them with each device free from the end of what is
 /// booked on it; when that plan's objective exceeds the sum of each task's
 /// least penalty alone (at its earliest start), the MILP improves on it;
-/// either plan is then decoded onto `timeline`. A lone task, or a group whose
-/// MILP fails, is placed by the greedy rule on `timeline` itself.
+/// either plan is then decoded onto `timeline`. With `solver` search (never
+/// auto here: [`Params::solver_for`] resolves it), up to [`exact::MAX_TASKS`]
+/// tasks are solved by the exhaustive search instead of the MILP. A lone task,
+/// or a group whose MILP fails, is placed by the greedy rule on `timeline`
+/// itself.
 fn plan_head(
     head: &[Candidate],
     timeline: &mut Timeline,
     now: f64,
     params: &Params,
+    solver: Solver,
     planned: &mut Vec<Planned>,
 ) {
     if head.len() >= 2 {
@@ -223,7 +228,7 @@ fn plan_head(
             }
             return;
         }
-        if params.solver == Solver::Search && head.len() <= exact::MAX_TASKS {
+        if solver == Solver::Search && head.len() <= exact::MAX_TASKS {
             let best = exact::solve(head, now, |j| release[j as usize], &warm);
             for (c, p) in head.iter().zip(decode(head, &best, timeline, now)) {
                 planned.push(planned_task(c, p, Method::Milp));

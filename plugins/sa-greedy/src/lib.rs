@@ -24,8 +24,10 @@
 //!   T_min = 10^-3 T0;
 //! - a neighbour whose tardiness is not higher is accepted; a worse one by
 //!   delta with probability exp(-delta / T);
-//! - the search stops after `iterations` neighbours, when no task but the
-//!   first is tardy, or when `budget_ms` has passed.
+//! - the search stops after `iterations` neighbours (in overload, while more
+//!   than `overload_pending` tasks are pending, at most `overload_iterations`:
+//!   [`Params::iterations_for`]), when no task but the first is tardy, or when
+//!   `budget_ms` has passed.
 //!
 //! It returns the best order seen, so the plan is never worse than either
 //! start order, greedy-eft's included. Neighbours are evaluated from their
@@ -52,7 +54,11 @@
 //! start order's tardiness; else weighted seconds), `alpha` (0.995),
 //! `budget_ms` (0: no wall-clock cap; when a cap binds, results depend on the
 //! machine's speed, so the default keeps simulations deterministic), `window`
-//! (8: with 2,000 iterations a decision takes well under a millisecond). One
+//! (8: with 2,000 iterations a decision takes well under a millisecond),
+//! `overload_pending` (256) and `overload_iterations` (500: an overloaded host
+//! decides at every arrival and finish, and decisions must keep up; the
+//! threshold is far above what evidence/'s random and Alibaba instances reach
+//! and far below the SOS workload's thousands, docs/policies.md). One
 //! pseudo-random stream (rand's `StdRng` seeded with `seed`) serves every
 //! decision, so a run is deterministic for a seed.
 
@@ -103,7 +109,7 @@ impl SaGreedy {
         let problem = Problem::from_view(view, keys);
         let start = self.start_order(&problem, keys);
         let settings = Settings {
-            iterations: self.params.iterations,
+            iterations: self.params.iterations_for(pending.len()),
             t0: self.params.t0,
             alpha: self.params.alpha,
             deadline: (self.params.budget_ms > 0)
@@ -194,6 +200,8 @@ gpu_agent_plugin_api::export_policy! {
         params::PARAMETERS[3],
         params::PARAMETERS[4],
         params::PARAMETERS[5],
+        params::PARAMETERS[6],
+        params::PARAMETERS[7],
     ],
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(SaGreedy::new),
 }

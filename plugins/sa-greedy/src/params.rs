@@ -5,7 +5,7 @@ use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo}
 const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
 
 /// Every parameter with its default (the defaults are parsed from here).
-pub const PARAMETERS: [ParamInfo; 6] = [
+pub const PARAMETERS: [ParamInfo; 8] = [
     ParamInfo::integer("seed", "1", "seed of the pseudo-random numbers").at_least(0.0),
     ParamInfo::integer("iterations", "2000", "neighbours tried per decision").at_least(0.0),
     ParamInfo::number(
@@ -30,6 +30,18 @@ pub const PARAMETERS: [ParamInfo; 6] = [
         "W, the pending tasks planned per decision: the first W in arrival order",
     )
     .at_least(1.0),
+    ParamInfo::integer(
+        "overload_pending",
+        "256",
+        "overload threshold: while more tasks than this are pending, a decision tries at most overload_iterations neighbours, so that decisions keep up with arrivals",
+    )
+    .at_least(0.0),
+    ParamInfo::integer(
+        "overload_iterations",
+        "500",
+        "neighbours tried per decision in overload (more than overload_pending tasks pending), at most iterations",
+    )
+    .at_least(0.0),
 ];
 
 /// Parsed parameters.
@@ -47,6 +59,10 @@ pub struct Params {
     pub budget_ms: u64,
     /// The pending tasks planned per decision (the first ones in arrival order).
     pub window: usize,
+    /// Above this many pending tasks the host is overloaded.
+    pub overload_pending: usize,
+    /// Neighbours tried per decision in overload (capped by `iterations`).
+    pub overload_iterations: u64,
 }
 
 impl Default for Params {
@@ -103,6 +119,20 @@ impl Params {
                 0 => return Err("window: expected an integer >= 1, got \"0\"".into()),
                 w => w as usize,
             },
+            overload_pending: unsigned("overload_pending")? as usize,
+            overload_iterations: unsigned("overload_iterations")?,
         })
+    }
+
+    /// Neighbours a decision tries with `pending` tasks pending: `iterations`,
+    /// or at most `overload_iterations` while more than `overload_pending` are
+    /// pending (overload: the backlog grows faster than full searches could
+    /// follow it, and each decision still plans only the first `window`).
+    pub fn iterations_for(&self, pending: usize) -> u64 {
+        if pending > self.overload_pending {
+            self.iterations.min(self.overload_iterations)
+        } else {
+            self.iterations
+        }
     }
 }

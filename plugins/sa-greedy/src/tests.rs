@@ -91,7 +91,9 @@ fn parameters_default_and_parse() {
             t0: None,
             alpha: 0.995,
             budget_ms: 0,
-            window: 8
+            window: 8,
+            overload_pending: 256,
+            overload_iterations: 500
         }
     );
     assert_eq!(
@@ -101,7 +103,9 @@ fn parameters_default_and_parse() {
             ("t0", "12.5"),
             ("alpha", "0.9"),
             ("budget_ms", "50"),
-            ("window", "3")
+            ("window", "3"),
+            ("overload_pending", "0"),
+            ("overload_iterations", "7")
         ]),
         Ok(Params {
             seed: 42,
@@ -109,7 +113,9 @@ fn parameters_default_and_parse() {
             t0: Some(12.5),
             alpha: 0.9,
             budget_ms: 50,
-            window: 3
+            window: 3,
+            overload_pending: 0,
+            overload_iterations: 7
         })
     );
     let keys: Vec<&str> = policy_module()
@@ -119,7 +125,16 @@ fn parameters_default_and_parse() {
         .collect();
     assert_eq!(
         keys,
-        ["seed", "iterations", "t0", "alpha", "budget_ms", "window"]
+        [
+            "seed",
+            "iterations",
+            "t0",
+            "alpha",
+            "budget_ms",
+            "window",
+            "overload_pending",
+            "overload_iterations"
+        ]
     );
 }
 
@@ -172,6 +187,16 @@ fn bad_parameters_are_refused_by_name() {
             "alpha: expected a number between 0 and 1 (exclusive), got \"NaN\"",
         ),
         ("window", "0", "window: expected an integer >= 1, got \"0\""),
+        (
+            "overload_pending",
+            "many",
+            "overload_pending: expected an unsigned integer, got \"many\"",
+        ),
+        (
+            "overload_iterations",
+            "-5",
+            "overload_iterations: expected an unsigned integer, got \"-5\"",
+        ),
     ] {
         assert_eq!(params(&[(key, value)]), Err(expected.to_string()));
     }
@@ -346,4 +371,54 @@ fn the_next_decision_starts_from_the_previous_best_order() {
         vec![start(1, &[0])]
     );
     assert_eq!(p.previous, vec![1, 0, 2]);
+}
+
+#[test]
+fn overload_caps_the_iterations_above_the_threshold() {
+    let p = params(&[("overload_pending", "10"), ("overload_iterations", "30")]).unwrap();
+    assert_eq!(p.iterations_for(0), 2000);
+    assert_eq!(p.iterations_for(9), 2000);
+    assert_eq!(p.iterations_for(10), 2000);
+    assert_eq!(p.iterations_for(11), 30);
+    assert_eq!(p.iterations_for(5000), 30);
+    // At most `iterations`, overloaded or not.
+    let few = params(&[
+        ("iterations", "10"),
+        ("overload_pending", "10"),
+        ("overload_iterations", "30"),
+    ])
+    .unwrap();
+    assert_eq!(few.iterations_for(10), 10);
+    assert_eq!(few.iterations_for(11), 10);
+    // 0: every decision is in overload.
+    let always = params(&[("overload_pending", "0"), ("overload_iterations", "0")]).unwrap();
+    assert_eq!(always.iterations_for(1), 0);
+}
+
+#[test]
+fn an_overloaded_decision_searches_only_overload_iterations() {
+    // The device is busy until 5; the search puts urgent task 1 before 0.
+    let tasks = [
+        task(0, 1.0, 100.0, 1, &[10.0]),
+        task(1, 5.0, 7.0, 1, &[1.0]),
+    ];
+    let busy = [device(0, Some(9), 5.0)];
+    let best_order = |overload_pending: &str| {
+        let mut p = SaGreedy::new(
+            params(&[
+                ("overload_pending", overload_pending),
+                ("overload_iterations", "0"),
+            ])
+            .unwrap(),
+        );
+        assert_eq!(
+            decide(&mut p, 0.0, &tasks, &[0, 1], &busy, Event::Timer),
+            vec![]
+        );
+        p.previous
+    };
+    // Two pending: at the threshold the search runs, below it it does not
+    // (arrival order stays).
+    assert_eq!(best_order("2"), vec![1, 0]);
+    assert_eq!(best_order("1"), vec![0, 1]);
 }
