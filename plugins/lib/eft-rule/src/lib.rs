@@ -78,8 +78,16 @@ impl Placer {
 pub fn runtimes_into(view: &View<'_>, task: &Task, out: &mut Vec<f64>) {
     out.clear();
     out.extend(view.devices.iter().map(|d| {
-        if task.fits_as(d, task.gpus) {
-            task.runtime_on(d)
+        // `task.fits_as(d, task.gpus)` with the run time it needs computed
+        // once (a division per device, not two).
+        let runtime = task.runtime_on(d);
+        let fits = d.online
+            && d.memory_gb >= task.mem_gb
+            && runtime.is_finite()
+            && d.takes_gang_of(task.gpus);
+        debug_assert_eq!(fits, task.fits_as(d, task.gpus));
+        if fits {
+            runtime
         } else {
             f64::INFINITY
         }
