@@ -12,7 +12,8 @@
 //!   of each, side by side;
 //! - the daemon's idle CPU and resident memory: fresh, after 50,000
 //!   finished tasks, after listing them all page by page, and the same
-//!   after 500,000 (`DAEMON_BENCH_LONG=0` skips the 500,000).
+//!   after 500,000 (`DAEMON_BENCH_LONG=0` skips the 500,000); the peak.
+//!   `DAEMON_BENCH_RUNS=N` makes N latency and backlog runs (default 3).
 //!
 //! Run with `bench/daemon.sh` (it builds the release binaries first);
 //! `DAEMON_BENCH_BIN_DIR=DIR` runs another build's `gpu-agentd` and fifo
@@ -26,7 +27,6 @@ use gpu_agent_dbus::private_bus::PrivateBus;
 use gpu_agent_dbus::{Agent1Proxy, Dict, SubmitSpec, BUS_NAME};
 use zbus::fdo::PeerProxy;
 
-const RUNS: usize = 3;
 const LATENCY_CALLS: usize = 2000;
 const CLIENTS: usize = 8;
 /// Submissions per backlog run, over all clients.
@@ -202,6 +202,12 @@ fn main() {
         daemon_bin.display()
     );
     let long = std::env::var("DAEMON_BENCH_LONG").map_or(true, |v| v != "0");
+    let runs: usize = std::env::var("DAEMON_BENCH_RUNS").map_or(3, |v| {
+        v.parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .expect("DAEMON_BENCH_RUNS is a count of runs, 1 or more")
+    });
     let bus = PrivateBus::start().expect("private bus");
     let state = tempfile::tempdir_in(root().join("target")).unwrap();
     let plugins = tempfile::tempdir().unwrap();
@@ -267,7 +273,7 @@ fn main() {
 
         let (mut submit_p50, mut submit_p99, mut ping_p50, mut ping_p99) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..RUNS {
+        for _ in 0..runs {
             let mut submit = Vec::with_capacity(LATENCY_CALLS);
             let mut ping = Vec::with_capacity(LATENCY_CALLS);
             for _ in 0..LATENCY_CALLS {
@@ -301,8 +307,8 @@ fn main() {
         let per_client = BACKLOG_TASKS / CLIENTS;
         let (mut submit_rate, mut submit_tail, mut ping_rate, mut ping_tail, mut backlog) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for run in 0..RUNS {
-            eprintln!("backlog run {} of {RUNS}", run + 1);
+        for run in 0..runs {
+            eprintln!("backlog run {} of {runs}", run + 1);
             let calls = clients
                 .iter()
                 .map(|c| Call::Submit(c.clone(), unit.clone()))
@@ -318,7 +324,7 @@ fn main() {
             drain(&agent).await;
         }
         eprintln!();
-        let finished = 200 + RUNS * (LATENCY_CALLS + CLIENTS * per_client);
+        let finished = 200 + runs * (LATENCY_CALLS + CLIENTS * per_client);
         let (mid_cpu, mid_rss) = idle(pid).await;
         let mid_listed = rss_after_listing(&agent, pid).await;
         let long_rss = if long {
@@ -331,7 +337,7 @@ fn main() {
         drop(clients);
 
         println!("gpu-agentd through a private dbus-daemon, mock host (4 GPUs), time scale 1000, SQLite WAL, one fdatasync per engine round");
-        println!("{RUNS} runs; medians of the per-run figures\n");
+        println!("{runs} runs; medians of the per-run figures\n");
         println!("| measure | Submit | baseline: Peer.Ping | ratio |");
         println!("|---|---|---|---|");
         let (s50, p50) = (median(submit_p50), median(ping_p50));

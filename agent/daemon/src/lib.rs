@@ -13,6 +13,7 @@ pub mod engine;
 pub mod exec;
 pub mod exporter;
 pub mod health;
+pub mod heap;
 pub mod layout;
 pub mod mig;
 pub mod policy_params;

@@ -127,6 +127,7 @@ fn main() -> ExitCode {
     // First of all: from here on, no handled signal kills the daemon while
     // it starts (a SIGHUP waits for ready, a SIGTERM stops it once it can).
     let held = gpu_agent_daemon::early_signals::hold();
+    gpu_agent_daemon::heap::configure();
     let args = Args::parse();
     if args.manpage {
         return match print_manpage() {

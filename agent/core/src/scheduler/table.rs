@@ -122,6 +122,11 @@ impl Table {
         self.rest.retain(|_| keep.next().unwrap_or(false));
         self.tasks.retain(|t| !ended(t));
         debug_assert_eq!(self.tasks.len(), live, "live tasks miscounted");
+        // After a backlog has drained, its room goes too.
+        if self.tasks.capacity() > 4 * live.max(COMPACT_AT_LEAST) {
+            self.tasks.shrink_to(2 * live);
+            self.rest.shrink_to(2 * live);
+        }
     }
 }
 
@@ -208,6 +213,8 @@ mod tests {
         }
         t.compact(1);
         assert_eq!(t.as_slice().len(), 1);
+        // The room of the dropped ones went with them.
+        assert!(t.tasks.capacity() <= 4 * COMPACT_AT_LEAST);
         assert_eq!(t.rest(99).dvfs, Some((DvfsClass::DeadlinePrior, false)));
     }
 }

@@ -749,6 +749,9 @@ impl Engine {
                 }
             }
         }
+        if self.tasks.shrink() {
+            crate::heap::give_back();
+        }
     }
 
     /// The tally of every ended task: those retired, and those that ended

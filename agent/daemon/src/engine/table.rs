@@ -34,7 +34,12 @@ pub(super) struct TaskTable {
     next_key: TaskKey,
     /// Admitted keys the policy has not placed yet.
     unplaced: Vec<TaskKey>,
+    /// The most tasks held since the table last gave back its room.
+    peak: usize,
 }
+
+/// Fewest tasks held at a peak worth giving room back for.
+const SHRINK_FROM: usize = 1024;
 
 impl TaskTable {
     /// Adds a task the core never holds (adopted, or taken while stopping);
@@ -43,6 +48,23 @@ impl TaskTable {
         if !info.state.is_terminal() {
             self.by_id.insert(info.id.clone(), Held { info, key: None });
         }
+    }
+
+    /// Gives back the room of a backlog that has drained: once the tasks
+    /// held are a quarter of their peak or fewer (a peak of at least a
+    /// thousand), the maps shrink to fit them; returns whether they did (the
+    /// caller may then hand the freed memory back to the system).
+    pub(super) fn shrink(&mut self) -> bool {
+        let held = self.by_id.len();
+        self.peak = self.peak.max(held);
+        if self.peak < SHRINK_FROM || held * 4 > self.peak {
+            return false;
+        }
+        self.by_id.shrink_to_fit();
+        self.by_key.shrink_to_fit();
+        self.unplaced.shrink_to_fit();
+        self.peak = held;
+        true
     }
 
     /// Adds a task the core is given next; returns the key the core gives it.
@@ -202,6 +224,34 @@ mod tests {
         assert_eq!(table.iter().count(), 1);
         // Keys go on from where they were.
         assert_eq!(table.admit(task("t4")), 2);
+    }
+
+    #[test]
+    fn a_drained_backlog_gives_its_room_back() {
+        let mut table = TaskTable::default();
+        let ids: Vec<String> = (1..=2000).map(|i| format!("t{i}")).collect();
+        for id in &ids {
+            table.admit(task(id));
+        }
+        assert!(!table.shrink());
+        let end = |table: &mut TaskTable, id: &str| {
+            table.find_mut(id).unwrap().state = TaskStatus::Succeeded;
+            table.retire(id);
+        };
+        // Half gone: not yet.
+        for id in &ids[..1000] {
+            end(&mut table, id);
+        }
+        assert!(!table.shrink());
+        // Three quarters gone: the maps shrink, once.
+        for id in &ids[1000..1500] {
+            end(&mut table, id);
+        }
+        let room = table.by_id.capacity();
+        assert!(table.shrink());
+        assert!(table.by_id.capacity() < room / 2);
+        assert!(!table.shrink());
+        assert_eq!(table.find("t2000").unwrap().0.id, "t2000");
     }
 
     #[test]
