@@ -3,10 +3,11 @@
 //! the live tasks rather than every task it ever saw.
 //!
 //! Keys are handed out densely from 0 in submission order and never reused,
-//! and entries stay in key order, so a key is found at its offset from the
-//! first entry while nothing before it has been dropped, and by binary search
-//! otherwise ([`gpu_agent_plugin_api::View::get`] finds a policy's the same
-//! way). A task that ends stays readable (by the policy that hears of it and
+//! and entries stay in key order. A key is found through a dense index, one
+//! entry number per key from the first held one (policies find theirs in the
+//! view with [`gpu_agent_plugin_api::View::get`]: at its offset from the
+//! first entry while nothing before it has been dropped, by binary search
+//! otherwise). A task that ends stays readable (by the policy that hears of it and
 //! by the driver carrying out the actions of the same call) until
 //! [`Table::compact`] runs at the start of a later call; compacting only once
 //! the ended entries are as many as the live ones keeps its cost O(1) per
@@ -35,9 +36,18 @@ pub(super) struct Table {
     tasks: Vec<Task>,
     /// Beside `tasks`, entry for entry.
     rest: Vec<Rest>,
+    /// The entry of each key from `base` to `next_key` ([`NOT_HELD`] for a
+    /// dropped one): keys are dense, so a key is found with one read however
+    /// many entries before it were dropped.
+    at: Vec<u32>,
+    /// The key `at[0]` is for.
+    base: TaskKey,
     /// The key the next task gets.
     next_key: TaskKey,
 }
+
+/// `Table::at` of a key whose entry was dropped.
+const NOT_HELD: u32 = u32::MAX;
 
 impl Table {
     /// The key [`Table::push`] gives the next task.
@@ -49,6 +59,7 @@ impl Table {
     pub fn push(&mut self, task: Task) {
         debug_assert_eq!(task.key, self.next_key, "keys are handed out in order");
         self.next_key += 1;
+        self.at.push(self.tasks.len() as u32);
         self.tasks.push(task);
         self.rest.push(Rest::default());
     }
@@ -59,7 +70,10 @@ impl Table {
     }
 
     fn index(&self, key: TaskKey) -> Option<usize> {
-        task_index(&self.tasks, key)
+        let at = *self.at.get(key.checked_sub(self.base)? as usize)?;
+        let i = (at != NOT_HELD).then_some(at as usize);
+        debug_assert_eq!(i, task_index(&self.tasks, key), "key {key} misplaced");
+        i
     }
 
     /// The task with `key`, if the table still holds it.
@@ -118,14 +132,27 @@ impl Table {
             return;
         }
         let ended = |t: &Task| matches!(t.state, TaskState::Done | TaskState::Rejected);
+        for t in self.tasks.iter().filter(|t| ended(t)) {
+            self.at[(t.key - self.base) as usize] = NOT_HELD;
+        }
         let mut keep = self.tasks.iter().map(|t| !ended(t));
         self.rest.retain(|_| keep.next().unwrap_or(false));
         self.tasks.retain(|t| !ended(t));
         debug_assert_eq!(self.tasks.len(), live, "live tasks miscounted");
+        for (i, t) in self.tasks.iter().enumerate() {
+            self.at[(t.key - self.base) as usize] = i as u32;
+        }
+        // Keys below the first held one are never asked for again.
+        let base = self.tasks.first().map_or(self.next_key, |t| t.key);
+        self.at.drain(..(base - self.base) as usize);
+        self.base = base;
         // After a backlog has drained, its room goes too.
         if self.tasks.capacity() > 4 * live.max(COMPACT_AT_LEAST) {
             self.tasks.shrink_to(2 * live);
             self.rest.shrink_to(2 * live);
+        }
+        if self.at.capacity() > 4 * self.at.len().max(COMPACT_AT_LEAST) {
+            self.at.shrink_to(2 * self.at.len());
         }
     }
 }
@@ -160,6 +187,41 @@ mod tests {
             table.push(task(key));
         }
         table
+    }
+
+    /// One task that stays live while thousands after it end: every key is
+    /// still found (the index keeps its place), and the index does not
+    /// outgrow the keys since that task.
+    #[test]
+    fn a_long_lived_task_keeps_its_key_while_later_ones_come_and_go() {
+        let mut t = table(1);
+        for key in 1..5000 {
+            t.push(task(key));
+            t.set_state(key, TaskState::Done);
+            t.compact(1);
+            assert_eq!(t.task(0).key, 0);
+            for k in key.saturating_sub(70)..=key + 1 {
+                let held = t.as_slice().iter().any(|t| t.key == k);
+                assert_eq!(t.get(k).map(|t| t.key), held.then_some(k), "key {k}");
+            }
+            // Compactions keep the table small; the index spans the keys
+            // since the live one.
+            assert!(t.as_slice().len() <= 2 * COMPACT_AT_LEAST);
+            assert_eq!(t.at.len(), key as usize + 1);
+        }
+        // The long-lived one ends with enough others to compact: the index
+        // starts at the one live key left.
+        t.set_state(0, TaskState::Done);
+        for key in 5000..5100 {
+            t.push(task(key));
+            t.set_state(key, TaskState::Done);
+        }
+        t.push(task(5100));
+        t.compact(1);
+        assert_eq!(t.as_slice().len(), 1);
+        assert_eq!(t.task(5100).key, 5100);
+        assert!(t.get(0).is_none() && t.get(5099).is_none() && t.get(5101).is_none());
+        assert_eq!((t.base, t.at.len()), (5100, 1));
     }
 
     #[test]
