@@ -88,6 +88,7 @@ impl Replay {
                     self.rejected[k] = true;
                 }
                 Action::WakeAt { time } => self.agenda.push(time, Due::Timer),
+                Action::Assigned { .. } => {}
                 Action::PolicyFault { policy, reason } => {
                     self.faults.push(format!("{policy}: {reason}"))
                 }

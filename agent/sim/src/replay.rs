@@ -588,6 +588,8 @@ impl Run {
                     );
                     self.faults.push(format!("{policy}: {reason}"));
                 }
+                // The replay reports starts, not placements.
+                Action::Assigned { .. } => {}
                 Action::MigDraining { gpu, .. } => self.asked.push((gpu, self.now)),
                 Action::ApplyMigLayout { gpu, .. } => {
                     if self.mig_delay_s > 0.0 {

@@ -38,6 +38,7 @@ impl Core {
                 self.take_pending(task);
                 self.tasks.set_state(task, TaskState::Queued);
                 self.enqueue(task, placement, position.map(|p| p as usize));
+                actions.push(Action::Assigned { task });
                 Ok(())
             }
             Decision::Start {

@@ -74,6 +74,14 @@ pub enum Action {
         /// Expected run time at those clocks, seconds.
         runtime: f64,
     },
+    /// `task` left the pending queue for the local queue of its devices
+    /// (a policy's `Decision::Assign`); it starts there with a later
+    /// [`Action::Start`], or goes back to pending. Only for drivers that
+    /// report placements (the daemon's `assigned`): O(1) per placement.
+    Assigned {
+        /// The task.
+        task: TaskKey,
+    },
     /// `task` is refused.
     Reject {
         /// The task.

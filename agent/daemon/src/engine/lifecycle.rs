@@ -204,6 +204,7 @@ impl Engine {
                     );
                     round.notice(self.policy_notice());
                 }
+                Action::Assigned { task } => round.assigned.push(task),
                 Action::MigDraining { gpu, layout } => self.mig_draining(gpu, layout, round),
                 Action::ApplyMigLayout { gpu, .. } => self.mig_drained(gpu, round),
             }
@@ -307,7 +308,6 @@ impl Engine {
             state: TaskStatus::Queued,
         });
         round.ops.push(Op::put(info));
-        self.tasks.unplace(key);
     }
 
     /// Records that a task ended in `state`.

@@ -424,6 +424,9 @@ struct Round {
     accepted: Vec<Accepted>,
     ops: Vec<Op>,
     effects: Vec<Effect>,
+    /// Tasks the policy placed in a local queue this round
+    /// (`Action::Assigned`).
+    assigned: Vec<TaskKey>,
 }
 
 impl Round {
@@ -853,14 +856,19 @@ impl Engine {
             .unwrap_or_else(AppModel::builtin_default)
     }
 
-    /// Signals `assigned` for tasks the policy placed in a local queue.
+    /// Signals `assigned`, once each, for the tasks the policy placed in a
+    /// local queue this round that still wait there (not those that started
+    /// or went back to pending since): O(placements), whatever the backlog.
     fn note_placements(&mut self, round: &mut Round) {
-        let core = &self.core;
-        for key in self
-            .tasks
-            .take_placed(|key| core.task(key).map(|t| t.state))
-        {
-            if let Some(task) = self.tasks.get(key) {
+        let mut assigned = std::mem::take(&mut round.assigned);
+        assigned.sort_unstable();
+        assigned.dedup();
+        for key in assigned {
+            let queued = self
+                .core
+                .task(key)
+                .is_some_and(|t| t.state == gpu_agent_plugin_api::TaskState::Queued);
+            if let Some(task) = self.tasks.get(key).filter(|_| queued) {
                 round.notice(Notice::TaskChanged {
                     id: task.id.clone(),
                     state: TaskStatus::Assigned,

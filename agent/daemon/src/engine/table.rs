@@ -9,14 +9,12 @@
 //! - an id names one task (the store issues ids and never reuses them);
 //! - keys are handed out by `admit` only, densely from 0 in admission order,
 //!   which is the order the core numbers the tasks it is given; a task has a
-//!   key for life or never has one;
-//! - the unplaced keys are admitted keys, ascending, that [`TaskTable::take_placed`]
-//!   has not yet seen leave the core's central queue.
+//!   key for life or never has one.
 
 use std::collections::HashMap;
 
 use gpu_agent_dbus::TaskInfo;
-use gpu_agent_plugin_api::{TaskKey, TaskState};
+use gpu_agent_plugin_api::TaskKey;
 
 /// A task the engine holds, and its core key if the core holds it too.
 struct Held {
@@ -32,8 +30,6 @@ pub(super) struct TaskTable {
     by_key: HashMap<TaskKey, String>,
     /// The key [`TaskTable::admit`] hands out next.
     next_key: TaskKey,
-    /// Admitted keys the policy has not placed yet.
-    unplaced: Vec<TaskKey>,
     /// The most tasks held since the table last gave back its room.
     peak: usize,
 }
@@ -62,7 +58,6 @@ impl TaskTable {
         }
         self.by_id.shrink_to_fit();
         self.by_key.shrink_to_fit();
-        self.unplaced.shrink_to_fit();
         self.peak = held;
         true
     }
@@ -79,7 +74,6 @@ impl TaskTable {
                 key: Some(key),
             },
         );
-        self.unplaced.push(key);
         key
     }
 
@@ -120,35 +114,6 @@ impl TaskTable {
     /// Every task held, in no particular order, with its core key if it has one.
     pub(super) fn iter(&self) -> impl Iterator<Item = (&TaskInfo, Option<TaskKey>)> {
         self.by_id.values().map(|held| (&held.info, held.key))
-    }
-
-    /// `key` waits for the policy again (a task queued again after its run
-    /// was stopped): its next placement is reported.
-    pub(super) fn unplace(&mut self, key: TaskKey) {
-        if let Err(at) = self.unplaced.binary_search(&key) {
-            self.unplaced.insert(at, key);
-        }
-    }
-
-    /// The keys the policy placed in a local queue since the last call, in
-    /// key order; `state` is a key's state in the core (`None`: the core no
-    /// longer holds it). A task still pending is asked again next time; one
-    /// that left the central queue any other way (started, rejected,
-    /// cancelled) is forgotten.
-    pub(super) fn take_placed(
-        &mut self,
-        state: impl Fn(TaskKey) -> Option<TaskState>,
-    ) -> Vec<TaskKey> {
-        let mut placed = Vec::new();
-        self.unplaced.retain(|&key| match state(key) {
-            Some(TaskState::Pending) => true,
-            Some(TaskState::Queued) => {
-                placed.push(key);
-                false
-            }
-            _ => false,
-        });
-        placed
     }
 }
 
@@ -252,42 +217,5 @@ mod tests {
         assert!(table.by_id.capacity() < room / 2);
         assert!(!table.shrink());
         assert_eq!(table.find("t2000").unwrap().0.id, "t2000");
-    }
-
-    #[test]
-    fn placements_are_reported_once() {
-        let mut table = TaskTable::default();
-        for id in ["t1", "t2", "t3", "t4"] {
-            table.admit(task(id));
-        }
-        let states = |s: [TaskState; 4]| move |k: TaskKey| Some(s[k as usize]);
-        use TaskState::{Pending, Queued, Running};
-        assert_eq!(
-            table.take_placed(states([Queued, Pending, Running, Pending])),
-            [0]
-        );
-        // t1 is not reported again; t3 left the queue by starting.
-        assert_eq!(
-            table.take_placed(states([Queued, Queued, Queued, Pending])),
-            [1]
-        );
-        assert_eq!(
-            table.take_placed(states([Queued, Queued, Queued, Queued])),
-            [3]
-        );
-        assert!(table
-            .take_placed(states([Queued, Queued, Queued, Queued]))
-            .is_empty());
-        // t2 ran, its GPU failed and it waits again: its next placement is
-        // reported once more.
-        table.unplace(1);
-        table.unplace(1);
-        assert!(table
-            .take_placed(states([Queued, Pending, Queued, Queued]))
-            .is_empty());
-        assert_eq!(
-            table.take_placed(states([Queued, Queued, Queued, Queued])),
-            [1]
-        );
     }
 }
