@@ -614,43 +614,42 @@ mod tests {
     use super::*;
     use gpu_agent_core::apps::AppLibrary;
 
+    /// A host from the text of a host file.
+    fn host(text: &str) -> Host {
+        crate::input::host::parse(Path::new("host.toml"), text).unwrap()
+    }
+
+    /// A trace over `host` from the text of a trace file (built-in profiles).
+    fn trace(host: &Host, text: &[u8]) -> Trace {
+        Trace::parse(Path::new("t.csv"), text, host, &AppLibrary::default()).unwrap()
+    }
+
     /// Rows go to the core by arrival, ties in trace order.
     #[test]
     fn rows_are_submitted_by_arrival_ties_in_trace_order() {
-        let host = crate::input::host::parse(
-            Path::new("host.toml"),
-            "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
-        )
-        .unwrap();
-        let trace = |arrivals: &[f64]| {
+        let host = host("[[gpu]]\nmodel = \"T4\"\nspeed = 1\n");
+        let arriving = |arrivals: &[f64]| {
             let mut text = String::from("id,arrival,workload,mem_gb,deadline,weight\n");
             for (i, a) in arrivals.iter().enumerate() {
                 text.push_str(&format!("t{i},{a},1,1,9,1\n"));
             }
-            Trace::parse(
-                Path::new("t.csv"),
-                text.as_bytes(),
-                &host,
-                &AppLibrary::default(),
-            )
-            .unwrap()
+            trace(&host, text.as_bytes())
         };
-        assert_eq!(arrival_order(&trace(&[0.0, 1.0, 1.0, 2.5])), [0, 1, 2, 3]);
         assert_eq!(
-            arrival_order(&trace(&[3.0, 1.0, 2.0, 1.0, 0.5, 3.0, 1.0])),
+            arrival_order(&arriving(&[0.0, 1.0, 1.0, 2.5])),
+            [0, 1, 2, 3]
+        );
+        assert_eq!(
+            arrival_order(&arriving(&[3.0, 1.0, 2.0, 1.0, 0.5, 3.0, 1.0])),
             [4, 1, 3, 6, 2, 0, 5]
         );
-        assert!(arrival_order(&trace(&[])).is_empty());
+        assert!(arrival_order(&arriving(&[])).is_empty());
     }
 
     /// Without the schedule the metrics are the same, to the bit.
     #[test]
     fn metrics_do_not_depend_on_keeping_the_schedule() {
-        let host = crate::input::host::parse(
-            Path::new("host.toml"),
-            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n[[gpu]]\nmodel = \"V100-SXM2-32GB\"\nspeed = 0.6\n",
-        )
-        .unwrap();
+        let host = host("[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n[[gpu]]\nmodel = \"V100-SXM2-32GB\"\nspeed = 0.6\n");
         let mut text = String::from("id,arrival,workload,mem_gb,deadline,weight,gpus\n");
         for i in 0..200 {
             let gpus = if i % 7 == 0 { 2 } else { 1 };
@@ -662,13 +661,7 @@ mod tests {
                 1 + i % 3
             ));
         }
-        let trace = Trace::parse(
-            Path::new("t.csv"),
-            text.as_bytes(),
-            &host,
-            &AppLibrary::default(),
-        )
-        .unwrap();
+        let trace = trace(&host, text.as_bytes());
         let run = |schedule| {
             simulate_with(
                 &host,
@@ -702,21 +695,11 @@ mod tests {
     /// which runs them on the other device.
     #[test]
     fn an_overrunning_task_does_not_strand_its_queue() {
-        let host = crate::input::host::parse(
-            Path::new("host.toml"),
-            "[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n",
-        )
-        .unwrap();
+        let host = host("[[gpu]]\nmodel = \"T4\"\ncount = 2\nspeed = 1\n");
         let text = "id,arrival,workload,mem_gb,deadline,weight,actual\n\
                     a,0,1,1,100,1,10\nx,0,1.95,1,100,1,\nb,0,0.3,1,100,1,\n\
                     c,0,0.3,1,100,1,\nd,0,0.3,1,100,1,\n";
-        let trace = Trace::parse(
-            Path::new("t.csv"),
-            text.as_bytes(),
-            &host,
-            &AppLibrary::default(),
-        )
-        .unwrap();
+        let trace = trace(&host, text.as_bytes());
         let out = simulate(
             &host,
             &trace,
