@@ -86,6 +86,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".ListPolicies", "method", "-", "a(ss)", "-"),
         row(".ListTasks", "method", "s", "aa{sv}", "-"),
         row(".ListTasksPage", "method", "stu", "aa{sv}t", "-"),
+        row(".CountTasks", "method", "-", "a{st}", "-"),
         row(".Metrics", "method", "-", "a{sv}", "-"),
         row(".Reload", "method", "-", "as", "-"),
         row(".SetPolicy", "method", "s", "-", "-"),

@@ -276,6 +276,22 @@ fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restar
         );
     }
     assert_eq!(tasks_gauge(&metrics_addr(&d), "succeeded"), TASKS as f64);
+    // CountTasks, through busctl as a user would: every state listed, from
+    // the counts (no task read).
+    let counts = d.call("CountTasks", &[]);
+    let counts = counts[0].as_object().expect("a{st}");
+    assert_eq!(counts.len(), TaskStatus::ALL.len(), "{counts:?}");
+    assert_eq!(counts["succeeded"], TASKS);
+    assert_eq!(counts["queued"], 0);
+    // gpuctl status shows the same.
+    let out = crate::daemon::gpuctl(&d, &["status", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["tasks"]["succeeded"], TASKS, "{status}");
     assert_eq!(d.task("t150").state, TaskStatus::Succeeded);
     // Ids go on after the stored ones.
     assert_eq!(

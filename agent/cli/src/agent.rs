@@ -1,9 +1,10 @@
 //! `gpuctl status`, `devices`, `policy` and `metrics`: the daemon itself.
 
+use std::collections::HashMap;
+
 use anyhow::{anyhow, Result};
 use gpu_agent_dbus::{
-    metrics_from_dict, DeviceStatus, Dict, TaskInfo, TaskStatus, AGENT_PATH, BUS_NAME,
-    DEVICE_INTERFACE,
+    metrics_from_dict, DeviceStatus, Dict, TaskStatus, AGENT_PATH, BUS_NAME, DEVICE_INTERFACE,
 };
 use serde::{Serialize, Serializer};
 use zbus::zvariant::Value;
@@ -204,14 +205,17 @@ struct PolicyEntry<'a> {
 struct Counts([usize; TaskStatus::ALL.len()]);
 
 impl Counts {
-    /// Counts `tasks` by state.
-    fn of(tasks: &[TaskInfo]) -> Counts {
+    /// The counts `CountTasks` answered, by state name; a state it did not
+    /// list counts 0, a name this gpuctl does not know is an error.
+    fn of(counts: &HashMap<String, u64>) -> Result<Counts> {
         let mut n = [0; TaskStatus::ALL.len()];
-        for t in tasks {
-            let i = TaskStatus::ALL.iter().position(|s| *s == t.state);
-            n[i.expect("every state is in ALL")] += 1;
+        for (name, &count) in counts {
+            let state = TaskStatus::parse(name)
+                .map_err(|e| anyhow!("the daemon counted tasks in an unknown state: {e}"))?;
+            let i = TaskStatus::ALL.iter().position(|s| *s == state);
+            n[i.expect("every state is in ALL")] = count as usize;
         }
-        Counts(n)
+        Ok(Counts(n))
     }
 }
 
@@ -251,11 +255,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
     let status = block_on(async {
         let client = Client::connect(&args.bus).await?;
         let agent = &client.agent;
-        let tasks = client.call(agent.all_tasks("")).await?;
-        let tasks = tasks
-            .iter()
-            .map(|d| TaskInfo::from_dict(d).map_err(|e| anyhow!("the daemon sent a bad task: {e}")))
-            .collect::<Result<Vec<_>>>()?;
+        let tasks = Counts::of(&client.call(agent.count_tasks()).await?)?;
         let devices = fetch_devices(&client).await?;
         Ok(Status {
             version: client.call(agent.version()).await?,
@@ -267,7 +267,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
                 .filter(|d| d.schedulable && !d.online)
                 .map(|d| d.index)
                 .collect(),
-            tasks: Counts::of(&tasks),
+            tasks,
         })
     })?;
     if args.json {

@@ -220,6 +220,22 @@ impl AgentService {
         Ok((tasks, next as u64))
     }
 
+    /// How many tasks are in each state (every state listed), from the
+    /// engine's counts: no task is read, however many have ended.
+    async fn count_tasks(&self) -> Result<HashMap<String, u64>, AgentError> {
+        let gone = || AgentError::ShuttingDown("gpu-agentd is stopping".into());
+        let (reply, answer) = oneshot::channel();
+        self.engine
+            .send(Request::Census { reply })
+            .map_err(|_| gone())?;
+        let census = answer.await.map_err(|_| gone())?;
+        Ok(census
+            .tasks
+            .into_iter()
+            .map(|(state, n)| (state.as_str().to_string(), n as u64))
+            .collect())
+    }
+
     /// The loaded policies: (name, description).
     async fn list_policies(&self) -> Result<Vec<(String, String)>, AgentError> {
         self.ask(|reply| Request::ListPolicies { reply }).await

@@ -220,7 +220,7 @@ pub enum Request {
         /// Why.
         reason: String,
     },
-    /// Counts for `/metrics`.
+    /// Counts for `/metrics` and `CountTasks`.
     Census {
         /// Answered at once.
         reply: oneshot::Sender<Census>,
