@@ -314,8 +314,10 @@ pub struct View<'a> {
     /// The tasks the core holds, in key order: every task that has not
     /// ended, and some that ended lately (the core drops ended tasks as it
     /// goes, so that its cost follows the live tasks). Find one by key with
-    /// [`View::task`] or [`View::get`], never by position.
-    pub tasks: RSlice<'a, Task>,
+    /// [`View::task`] or [`View::get`], never by position (ABI 5 called a
+    /// slice indexed by key `tasks`; the new name keeps old code from
+    /// compiling into a wrong lookup).
+    pub held: RSlice<'a, Task>,
     /// The central pending queue, in arrival order.
     pub pending: RSlice<'a, TaskKey>,
     /// The devices, indexed by device index. The list may grow between
@@ -338,13 +340,13 @@ impl<'a> View<'a> {
 
     /// The task with `key`, if the view holds it.
     pub fn get(&self, key: TaskKey) -> Option<&'a Task> {
-        let tasks = self.tasks.as_slice();
-        task_index(tasks, key).map(|i| &tasks[i])
+        let held = self.held.as_slice();
+        task_index(held, key).map(|i| &held[i])
     }
 }
 
 /// Where the task with `key` is in `tasks` (in key order, as
-/// [`View::tasks`]), if there: at its offset from the first key while no
+/// [`View::held`]), if there: at its offset from the first key while no
 /// task before it has been dropped, by binary search below that offset
 /// otherwise.
 pub fn task_index(tasks: &[Task], key: TaskKey) -> Option<usize> {
@@ -1077,7 +1079,7 @@ mod tests {
         let mut p = guard(Boom);
         let view = View {
             now: 0.0,
-            tasks: RSlice::from_slice(&[]),
+            held: RSlice::from_slice(&[]),
             pending: RSlice::from_slice(&[]),
             devices: RSlice::from_slice(&[]),
         };

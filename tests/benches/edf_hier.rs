@@ -109,7 +109,7 @@ fn run(rng: &mut Rng, devices: usize, tasks: usize) -> Row {
         let pending: Vec<u64> = (0..tasks as u64).collect();
         let view = View {
             now: 0.0,
-            tasks: RSlice::from_slice(&ts),
+            held: RSlice::from_slice(&ts),
             pending: RSlice::from_slice(&pending),
             devices: RSlice::from_slice(&devs),
         };

@@ -244,7 +244,7 @@ mod tests {
         let all: Vec<u32> = (0..view.devices.len() as u32).collect();
         let release: Vec<f64> = view.devices.iter().map(|d| d.available_at).collect();
         let tasks: Vec<Candidate> = view
-            .tasks
+            .held
             .iter()
             .map(|t| {
                 let usable = crate::config::usable(&view, t, &all);

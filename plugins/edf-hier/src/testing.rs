@@ -74,7 +74,7 @@ impl Fixture {
             .collect();
         View {
             now: self.now,
-            tasks: RSlice::from_slice(&self.tasks),
+            held: RSlice::from_slice(&self.tasks),
             pending: RSlice::from_slice(&self.pending),
             devices: RSlice::from_slice(&self.devices),
         }

@@ -85,7 +85,7 @@ fn run(policy: &mut Edl, now: f64, tasks: &[Task], devices: &[Device<'_>]) -> Ve
     let pending: Vec<TaskKey> = tasks.iter().map(|t| t.key).collect();
     let view = View {
         now,
-        tasks: RSlice::from_slice(tasks),
+        held: RSlice::from_slice(tasks),
         pending: RSlice::from_slice(&pending),
         devices: RSlice::from_slice(devices),
     };

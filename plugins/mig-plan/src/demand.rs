@@ -67,7 +67,7 @@ impl Window {
     pub fn observe(&mut self, view: &View<'_>) {
         let now = view.now;
         self.since.get_or_insert(now);
-        let tasks = view.tasks.as_slice();
+        let tasks = view.held.as_slice();
         let new = tasks.partition_point(|t| t.key < self.taken);
         for task in &tasks[new..] {
             // Refused before any policy saw it: no device set can hold it.
@@ -152,7 +152,7 @@ mod tests {
     fn at<'a>(now: f64, tasks: &'a [Task]) -> View<'a> {
         View {
             now,
-            tasks: RSlice::from_slice(tasks),
+            held: RSlice::from_slice(tasks),
             pending: RSlice::EMPTY,
             devices: RSlice::EMPTY,
         }

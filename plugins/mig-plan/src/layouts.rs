@@ -192,7 +192,7 @@ mod tests {
     fn view<'a>(devices: &'a [gpu_agent_plugin_api::Device<'a>]) -> View<'a> {
         View {
             now: 0.0,
-            tasks: RSlice::EMPTY,
+            held: RSlice::EMPTY,
             pending: RSlice::EMPTY,
             devices: RSlice::from_slice(devices),
         }

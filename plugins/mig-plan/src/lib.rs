@@ -388,7 +388,7 @@ mod tests {
     ) -> View<'a> {
         View {
             now,
-            tasks: RSlice::from_slice(tasks),
+            held: RSlice::from_slice(tasks),
             pending: RSlice::from_slice(pending),
             devices: RSlice::from_slice(devices),
         }

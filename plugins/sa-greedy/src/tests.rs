@@ -55,7 +55,7 @@ fn decide(
 ) -> Vec<Decision> {
     let view = View {
         now,
-        tasks: RSlice::from_slice(tasks),
+        held: RSlice::from_slice(tasks),
         pending: RSlice::from_slice(pending),
         devices: RSlice::from_slice(devices),
     };

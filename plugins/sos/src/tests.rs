@@ -70,7 +70,7 @@ impl World {
             .collect();
         let view = View {
             now,
-            tasks: RSlice::from_slice(&self.tasks),
+            held: RSlice::from_slice(&self.tasks),
             pending: RSlice::from_slice(&pending),
             devices: RSlice::from_slice(&devices),
         };

@@ -809,7 +809,7 @@ impl Core {
         }
         let view = View {
             now: self.now,
-            tasks: RSlice::from_slice(self.tasks.as_slice()),
+            held: RSlice::from_slice(self.tasks.as_slice()),
             pending: RSlice::from_slice(self.pending.as_slice()),
             devices: RSlice::from_slice(self.views.refresh(&mut self.slots, self.now)),
         };

@@ -32,7 +32,7 @@ const COMPACT_AT_LEAST: usize = 64;
 /// The core's tasks. See the module documentation.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    /// In key order (what [`gpu_agent_plugin_api::View::tasks`] shows).
+    /// In key order (what [`gpu_agent_plugin_api::View::held`] shows).
     tasks: Vec<Task>,
     /// Beside `tasks`, entry for entry.
     rest: Vec<Rest>,

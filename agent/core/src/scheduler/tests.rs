@@ -517,7 +517,7 @@ fn cancelling_a_waiting_task_frees_its_queue_place() {
         Ok(view
             .pending
             .iter()
-            .filter(|&&k| view.tasks[k as usize].id.as_str() != "p")
+            .filter(|&&k| view.task(k).id.as_str() != "p")
             .map(|&k| assign(k, &[0], None, None))
             .collect())
     });
@@ -1041,7 +1041,7 @@ fn by_name_core() -> (
             .pending
             .iter()
             .filter_map(|&k| {
-                let id = view.tasks[k as usize].id.as_str();
+                let id = view.task(k).id.as_str();
                 let d: u32 = id.split_once('@')?.1.parse().ok()?;
                 let online = view.devices.get(d as usize).is_some_and(|v| v.online);
                 (online || id.starts_with('!')).then(|| assign(k, &[d], None, None))
@@ -1683,7 +1683,7 @@ fn ended_tasks_are_dropped_and_the_view_follows_the_live_ones() {
     let seen = largest.clone();
     let mut core = core(2, move |view, event| {
         let mut most = seen.lock().unwrap();
-        *most = (*most).max(view.tasks.len());
+        *most = (*most).max(view.held.len());
         if let Event::Finished { task, .. } = event {
             // The task the event names is in the view.
             assert_eq!(view.task(*task).key, *task);
