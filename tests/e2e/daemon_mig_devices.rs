@@ -80,6 +80,16 @@ fn run_on_instance(d: &Daemon) -> (u32, String) {
     (task.devices[0], log_of(d, &id))
 }
 
+/// Stops `d`, gives GPU 0 the MIG instances `mig` (as [`host`] takes them)
+/// as a reboot or an out-of-band change would, starts it again and checks
+/// that its log says `logged`.
+fn restart_as(d: &mut Daemon, mig: &str, logged: &str) {
+    d.terminate();
+    std::fs::write(d.host_path(), host(mig)).unwrap();
+    d.restart();
+    assert!(d.stderr().contains(logged), "{}", d.stderr());
+}
+
 fn mig_path(start: u32) -> String {
     format!("/org/gpuagent/Agent1/gpu/0/mig/{start}")
 }
@@ -168,14 +178,10 @@ fn daemon_mig_devices_are_listed_run_tasks_and_keep_their_indices() {
 
     // A "reboot" loses the instances (MIG stays on): the daemon makes them
     // again at their indices before it takes tasks.
-    d.terminate();
-    std::fs::write(d.host_path(), host("[]")).unwrap();
-    d.restart();
-    assert!(
-        d.stderr()
-            .contains("GPU 0 has MIG on and no instance (a reboot?): making its stored layout 3g.20gb@0, 3g.20gb@4 again"),
-        "{}",
-        d.stderr()
+    restart_as(
+        &mut d,
+        "[]",
+        "GPU 0 has MIG on and no instance (a reboot?): making its stored layout 3g.20gb@0, 3g.20gb@4 again",
     );
     assert_eq!(
         layout(&d),
@@ -191,15 +197,10 @@ fn daemon_mig_devices_are_listed_run_tasks_and_keep_their_indices() {
     assert_eq!(seen, format!("cvd={}\n", uuid.as_str().unwrap()));
 
     // Changed out of band: adopted at a new index, the old ones retired.
-    d.terminate();
-    std::fs::write(d.host_path(), host(r#"["7g.40gb"]"#)).unwrap();
-    d.restart();
-    assert!(
-        d.stderr().contains(
-            "GPU 0: stored MIG layout 3g.20gb@0, 3g.20gb@4, found 7g.40gb@0: adopting what the GPU has"
-        ),
-        "{}",
-        d.stderr()
+    restart_as(
+        &mut d,
+        r#"["7g.40gb"]"#,
+        "GPU 0: stored MIG layout 3g.20gb@0, 3g.20gb@4, found 7g.40gb@0: adopting what the GPU has",
     );
     assert_eq!(
         layout(&d),

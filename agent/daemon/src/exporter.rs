@@ -150,25 +150,7 @@ pub fn render(
         }
         set(&utilization, status.utilization);
         set(&memory, status.memory_gb * 1e9);
-        let running = census
-            .busy
-            .get(spec.index as usize)
-            .copied()
-            .unwrap_or(false);
-        set(&busy, if running { 1.0 } else { 0.0 });
-        let health = census
-            .health
-            .get(spec.index as usize)
-            .map_or(crate::engine::HEALTH_OK, String::as_str);
-        let mut with_health = labels.clone();
-        with_health.push(("health".into(), health.into()));
-        online
-            .get_or_create(&with_health)
-            .set(if health == crate::engine::HEALTH_OK {
-                1.0
-            } else {
-                0.0
-            });
+        device_state(&busy, &online, labels, census, spec.index as usize);
     }
     mig_series(&mut registry, backend, census);
     let tasks = gauge(&mut registry, "tasks", "Tasks by state", None);
@@ -252,23 +234,34 @@ fn mig_series(registry: &mut Registry, backend: &dyn GpuBackend, census: &Census
                 .mig
                 .map_or(spec.memory_gb * 1e9, |m| m.memory_bytes as f64),
         );
-        let running = census.busy.get(i).copied().unwrap_or(false);
-        busy.get_or_create(&labels)
-            .set(if running { 1.0 } else { 0.0 });
-        let health = census
-            .health
-            .get(i)
-            .map_or(crate::engine::HEALTH_OK, String::as_str);
-        let mut with_health = labels;
-        with_health.push(("health".into(), health.into()));
-        online
-            .get_or_create(&with_health)
-            .set(if health == crate::engine::HEALTH_OK {
-                1.0
-            } else {
-                0.0
-            });
+        device_state(&busy, &online, labels, census, i);
     }
+}
+
+/// Device `i`'s busy series (1 while a task runs on it) and its online
+/// series, labelled with its health (`ok` where the census has none).
+fn device_state(
+    busy: &Family<Labels, FloatGauge>,
+    online: &Family<Labels, FloatGauge>,
+    mut labels: Labels,
+    census: &Census,
+    i: usize,
+) {
+    let running = census.busy.get(i).copied().unwrap_or(false);
+    busy.get_or_create(&labels)
+        .set(if running { 1.0 } else { 0.0 });
+    let health = census
+        .health
+        .get(i)
+        .map_or(crate::engine::HEALTH_OK, String::as_str);
+    labels.push(("health".into(), health.into()));
+    online
+        .get_or_create(&labels)
+        .set(if health == crate::engine::HEALTH_OK {
+            1.0
+        } else {
+            0.0
+        });
 }
 
 /// `text` (OpenMetrics, as [`render`] writes it) in the classic Prometheus

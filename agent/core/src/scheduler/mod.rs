@@ -427,8 +427,7 @@ impl Core {
     /// was readjusted (`None`: it said nothing since the task was last
     /// placed, or the core no longer holds it).
     pub fn dvfs(&self, key: TaskKey) -> Option<(DvfsClass, bool)> {
-        self.tasks.get(key)?;
-        self.tasks.rest(key).dvfs
+        self.tasks.rest(key)?.dvfs
     }
 
     /// Tasks not yet finished, rejected or cancelled.

@@ -97,9 +97,9 @@ impl Table {
         self.tasks[i].state = state;
     }
 
-    /// The rest of the task with `key` (see [`Table::task`]).
-    pub fn rest(&self, key: TaskKey) -> &Rest {
-        &self.rest[self.held(key)]
+    /// The rest of the task with `key`, if the table still holds it.
+    pub fn rest(&self, key: TaskKey) -> Option<&Rest> {
+        self.index(key).map(|i| &self.rest[i])
     }
 
     /// The rest of the task with `key`, to change (see [`Table::task`]).
@@ -114,8 +114,7 @@ impl Table {
     /// When the task is not held or has no placement.
     pub fn placement(&self, key: TaskKey) -> &Placement {
         self.rest(key)
-            .placement
-            .as_ref()
+            .and_then(|r| r.placement.as_ref())
             .unwrap_or_else(|| panic!("task key {key} has no placement"))
     }
 
@@ -258,7 +257,7 @@ mod tests {
                 assert_eq!(task.id.as_str(), format!("t{key}"));
             }
         }
-        assert_eq!(t.rest(37).dvfs, None);
+        assert_eq!(t.rest(37).unwrap().dvfs, None);
         assert!(t.get(200).is_none());
         // New keys go on after the dropped ones.
         assert_eq!(t.next_key(), 200);
@@ -277,6 +276,9 @@ mod tests {
         assert_eq!(t.as_slice().len(), 1);
         // The room of the dropped ones went with them.
         assert!(t.tasks.capacity() <= 4 * COMPACT_AT_LEAST);
-        assert_eq!(t.rest(99).dvfs, Some((DvfsClass::DeadlinePrior, false)));
+        assert_eq!(
+            t.rest(99).unwrap().dvfs,
+            Some((DvfsClass::DeadlinePrior, false))
+        );
     }
 }
