@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use gpu_agent_core::apps::AppLibrary;
 use gpu_agent_core::host::Host;
 use gpu_agent_core::metrics::Metrics;
+use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_dvfs::cluster::Algo;
 use gpu_agent_loader::{Plugin, Registry};
 use gpu_agent_sim::input::{self, host::ClusterSpec, trace::Trace};
@@ -172,26 +173,40 @@ pub fn run(args: Args) -> Result<()> {
         Some(path) => input::apps::load(path)?,
         None => AppLibrary::default(),
     };
-    // Every input is read before anything runs.
+    // Every input is read before anything runs that the user sees: with
+    // one host the first replay runs as the trace is read, and is dropped
+    // if the trace is bad (`read_and_replay`).
+    let single = args.hosts.len() == 1;
     let mut runs = Vec::new();
+    let mut streamed = None;
     for path in &args.hosts {
         let (host, cluster) = input::host::load_with_cluster(path)?;
-        if let (Some(spec), true) = (&cluster, args.hosts.len() > 1) {
+        if let (Some(spec), false) = (&cluster, single) {
             bail!(
                 "{}:{}: [cluster]: the cluster model runs alone (one --host)",
                 path.display(),
                 spec.line
             );
         }
-        let trace = Trace::load(&args.trace, &host, &apps)?;
+        let trace = if single && cluster.is_none() {
+            let (trace, outcomes) = read_and_replay(&args, &host, &apps)?;
+            streamed = Some(outcomes);
+            trace
+        } else {
+            Trace::load(&args.trace, &host, &apps)?
+        };
         runs.push((path, host, cluster, trace));
     }
-    // The trace's warnings (its columns) are the same on every host.
-    for w in &runs[0].3.warnings {
-        log::warn!("{w}");
+    if streamed.is_none() {
+        // The trace's warnings (its columns) are the same on every host.
+        for w in &runs[0].3.warnings {
+            log::warn!("{w}");
+        }
     }
-    // Loaded once, unless only the cluster model runs.
-    let registry = if runs.iter().any(|(_, _, cluster, _)| cluster.is_none()) {
+    // Loaded once, unless only the cluster model runs or it was loaded
+    // for the replays of a trace as it was read.
+    let registry = if streamed.is_none() && runs.iter().any(|(_, _, cluster, _)| cluster.is_none())
+    {
         Some(registry(&args)?)
     } else {
         None
@@ -199,10 +214,13 @@ pub fn run(args: Args) -> Result<()> {
     let mut outcomes = Vec::new();
     let mut labels = Vec::new();
     for (path, host, cluster, trace) in &runs {
-        let done = match (cluster, &registry) {
-            (Some(spec), _) => vec![cluster_run(&args, path, host, spec, trace)?],
-            (None, Some(registry)) => replay(&args, registry, host, trace)?,
-            (None, None) => unreachable!("loaded when a host has no [cluster]"),
+        let done = match (cluster, &registry, streamed.take()) {
+            (Some(spec), _, _) => vec![cluster_run(&args, path, host, spec, trace)?],
+            (None, _, Some(done)) => done,
+            (None, Some(registry), None) => {
+                replay(&args, host, trace, prepare(&args, registry)?, None)?
+            }
+            (None, None, None) => unreachable!("loaded when a host has no [cluster]"),
         };
         labels.extend(std::iter::repeat_n(path.display().to_string(), done.len()));
         outcomes.extend(done);
@@ -345,18 +363,84 @@ fn registry(args: &Args) -> Result<Registry> {
     Ok(registry)
 }
 
-/// Replays the trace under each policy (and, for a policy that used DVFS,
-/// once more at default clocks for the baseline).
-fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Result<Vec<Outcome>> {
+/// Reads the trace on `host` in a second thread while the first policy
+/// replays it (`sim::stream`), then replays it under the others as
+/// [`replay`] does. What goes wrong is reported as if the trace had been
+/// read first: its error (the reader's) before any other.
+fn read_and_replay(args: &Args, host: &Host, apps: &AppLibrary) -> Result<(Trace, Vec<Outcome>)> {
+    std::thread::scope(|scope| {
+        let (mut stream, reader) = sim::stream::read(scope, &args.trace, host, apps);
+        // `None`: the header is bad (the reader says why).
+        let loaded = stream.warnings().map(|warnings| {
+            for w in warnings {
+                log::warn!("{w}");
+            }
+            registry(args)
+        });
+        let (loaded, unloaded) = match loaded {
+            Some(Ok(registry)) => (Some(registry), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let prepared = loaded.as_ref().map(|registry| prepare(args, registry));
+        let first = match prepared {
+            Some(Ok(mut policies)) => {
+                let rows = stream.rows().unwrap_or(0);
+                let first = &mut policies[0];
+                let policy = first.first.take().expect("instantiated");
+                let bar = progress_bar(rows * usize::from(args.repeat), first.plugin.name());
+                let outcome = sim::simulate_stream(host, stream, policy, &options(args), |n| {
+                    if n % 1024 == 0 {
+                        bar.set_position(n as u64);
+                    }
+                });
+                Some(Ok((policies, outcome)))
+            }
+            Some(Err(e)) => {
+                drop(stream);
+                Some(Err(e))
+            }
+            None => {
+                drop(stream);
+                None
+            }
+        };
+        // The reader's result, once the stream is dropped (else it could
+        // wait on a full channel).
+        let trace = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        if let Some(e) = unloaded {
+            return Err(e);
+        }
+        let (policies, first) = first.expect("the header of a good trace was read")?;
+        let outcomes = match first? {
+            Some(first) => replay(args, host, &trace, policies, Some(first))?,
+            // Not in arrival order: replayed from the trace in its order.
+            None => replay(args, host, &trace, policies, None)?,
+        };
+        Ok((trace, outcomes))
+    })
+}
+
+/// A selected policy: its plugin, its parameters, and an instance made
+/// ahead (so that a bad parameter stops everything before anything runs).
+struct Prepared<'r> {
+    plugin: &'r Plugin,
+    params: Vec<(String, String)>,
+    first: Option<PolicyInstance>,
+}
+
+/// Finds the selected policies and makes one instance of each.
+fn prepare<'r>(args: &Args, registry: &'r Registry) -> Result<Vec<Prepared<'r>>> {
     let plugins: Vec<&Plugin> = args
         .policies
         .iter()
         .map(|name| registry.find(name))
         .collect::<Result<_, _>>()?;
     check_params(&args.params, &plugins)?;
-    // Build every policy before running any, so that a bad parameter stops everything.
     let mut policies = Vec::new();
-    for plugin in &plugins {
+    for plugin in plugins {
         let params: Vec<_> = args
             .params
             .iter()
@@ -367,20 +451,46 @@ fn replay(args: &Args, registry: &Registry, host: &Host, trace: &Trace) -> Resul
             .map(|p| (p.key.clone(), p.value.clone()))
             .collect();
         let first = plugin.instantiate(&params)?;
-        policies.push((plugin, params, Some(first)));
+        policies.push(Prepared {
+            plugin,
+            params,
+            first: Some(first),
+        });
     }
+    Ok(policies)
+}
 
-    let options = sim::Options {
+/// The replay options `args` ask for.
+fn options(args: &Args) -> sim::Options {
+    sim::Options {
         mig_delay_s: args.mig_delay,
         // Rows only where they are written, drawn or compared.
         schedule: args.schedule.is_some() || args.gantt.is_some() || args.repeat > 1,
-    };
+    }
+}
+
+/// Replays the trace under each policy (and, for a policy that used DVFS,
+/// once more at default clocks for the baseline); `streamed` is the first
+/// policy's first replay when it ran as the trace was read.
+fn replay(
+    args: &Args,
+    host: &Host,
+    trace: &Trace,
+    policies: Vec<Prepared<'_>>,
+    mut streamed: Option<Outcome>,
+) -> Result<Vec<Outcome>> {
+    let options = options(args);
     let mut outcomes = Vec::new();
-    for (plugin, params, mut first) in policies {
+    for Prepared {
+        plugin,
+        params,
+        mut first,
+    } in policies
+    {
         let repeat = usize::from(args.repeat);
         let bar = progress_bar(trace.tasks.len() * repeat, plugin.name());
-        let mut runs: Vec<Outcome> = Vec::new();
-        for run in 0..repeat {
+        let mut runs: Vec<Outcome> = streamed.take().into_iter().collect();
+        for run in runs.len()..repeat {
             let done = trace.tasks.len() * run;
             let policy = match first.take() {
                 Some(policy) => policy,

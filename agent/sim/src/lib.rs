@@ -21,8 +21,9 @@ pub mod paper_cluster;
 pub mod replay;
 pub mod schedule;
 mod stopwatch;
+pub mod stream;
 
 pub use replay::{
-    simulate, simulate_with, simulate_without_dvfs, MigChange, Options, Outcome, SchedulingTime,
-    SimError,
+    simulate, simulate_stream, simulate_with, simulate_without_dvfs, MigChange, Options, Outcome,
+    SchedulingTime, SimError,
 };

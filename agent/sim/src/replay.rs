@@ -35,6 +35,7 @@ use gpu_agent_core::{Action, Core, Input};
 use crate::input::trace::Trace;
 use crate::schedule::ScheduleRow;
 use crate::stopwatch::{Stopwatch, Tally};
+use crate::stream::{Arrival, Cut, Stream};
 
 /// Why a simulation could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -193,7 +194,26 @@ pub fn simulate_with(
     options: &Options,
     progress: impl FnMut(usize),
 ) -> Result<Outcome, SimError> {
-    replay(host, trace, policy, false, options, progress)
+    let tasks = InOrder::new(trace);
+    replay(host, tasks, policy, false, options, progress).map_err(Stop::sim)
+}
+
+/// [`simulate_with`] on a trace as it is read ([`crate::stream::read`]):
+/// `None` when the stream is cut (the trace is bad, or not in arrival
+/// order: its reader's result says which; the outcome of the rows read so
+/// far is dropped).
+pub fn simulate_stream(
+    host: &Host,
+    stream: Stream<'_>,
+    policy: PolicyInstance,
+    options: &Options,
+    progress: impl FnMut(usize),
+) -> Result<Option<Outcome>, SimError> {
+    match replay(host, stream, policy, false, options, progress) {
+        Ok(outcome) => Ok(Some(outcome)),
+        Err(Stop::Cut) => Ok(None),
+        Err(Stop::Sim(e)) => Err(e),
+    }
 }
 
 /// The no-DVFS baseline of a policy (its energy is a run's
@@ -207,19 +227,104 @@ pub fn simulate_without_dvfs(
     policy: PolicyInstance,
     options: &Options,
 ) -> Result<Outcome, SimError> {
-    replay(host, trace, policy, true, options, |_| {})
+    replay(host, InOrder::new(trace), policy, true, options, |_| {}).map_err(Stop::sim)
+}
+
+/// Why a replay stopped short.
+enum Stop {
+    Sim(SimError),
+    /// Its tasks' stream was cut.
+    Cut,
+}
+
+impl Stop {
+    /// The error of a replay whose tasks cannot be cut off.
+    fn sim(self) -> SimError {
+        match self {
+            Stop::Sim(e) => e,
+            Stop::Cut => unreachable!("a trace in memory is never cut"),
+        }
+    }
+}
+
+/// Where a replay's tasks come from, in arrival order, ties in trace order.
+trait Arrivals {
+    /// The next task's arrival, `None` after the last.
+    fn peek(&mut self) -> Result<Option<f64>, Cut>;
+    /// The task [`Arrivals::peek`] saw.
+    fn take(&mut self) -> Arrival;
+    /// Schedule rows to make room for (a row per device of each task).
+    fn rows(&self) -> usize;
+}
+
+/// A trace in memory.
+struct InOrder<'a> {
+    trace: &'a Trace,
+    order: Vec<usize>,
+    next: usize,
+}
+
+impl InOrder<'_> {
+    fn new(trace: &Trace) -> InOrder<'_> {
+        InOrder {
+            order: arrival_order(trace),
+            trace,
+            next: 0,
+        }
+    }
+}
+
+impl Arrivals for InOrder<'_> {
+    fn peek(&mut self) -> Result<Option<f64>, Cut> {
+        Ok(self
+            .order
+            .get(self.next)
+            .map(|&i| self.trace.tasks[i].spec.arrival))
+    }
+
+    fn take(&mut self) -> Arrival {
+        let task = &self.trace.tasks[self.order[self.next]];
+        self.next += 1;
+        Arrival {
+            spec: task.spec.clone(),
+            actual: task.actual,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.trace
+            .tasks
+            .iter()
+            .map(|t| t.spec.alt_gpus.iter().fold(t.spec.gpus, |a, &b| a.max(b)) as usize)
+            .sum()
+    }
+}
+
+impl Arrivals for Stream<'_> {
+    fn peek(&mut self) -> Result<Option<f64>, Cut> {
+        Stream::peek(self)
+    }
+
+    fn take(&mut self) -> Arrival {
+        Stream::take(self)
+    }
+
+    fn rows(&self) -> usize {
+        // Unknown: the rows grow as they come.
+        0
+    }
 }
 
 /// The replay of [`simulate`]; `default_clocks` limits every device to its
 /// default clocks.
 fn replay(
     host: &Host,
-    trace: &Trace,
+    mut tasks: impl Arrivals,
     policy: PolicyInstance,
     default_clocks: bool,
     options: &Options,
     mut progress: impl FnMut(usize),
-) -> Result<Outcome, SimError> {
+) -> Result<Outcome, Stop> {
     let policy_name = policy.name.clone();
     let in_policy = Tally::default();
     let policy = PolicyInstance {
@@ -236,8 +341,6 @@ fn replay(
     if default_clocks {
         core = core.at_default_clocks();
     }
-    // Arrival order, ties in trace order; the core numbers tasks in this order.
-    let order = arrival_order(trace);
 
     let mut run = Run {
         devices: host.devices.clone(),
@@ -252,15 +355,7 @@ fn replay(
         seq: 0,
         timers: hashbrown::HashSet::new(),
         // A row per device of each task that runs (each starts once).
-        schedule: Vec::with_capacity(if options.schedule {
-            trace
-                .tasks
-                .iter()
-                .map(|t| t.spec.alt_gpus.iter().fold(t.spec.gpus, |a, &b| a.max(b)) as usize)
-                .sum()
-        } else {
-            0
-        }),
+        schedule: Vec::with_capacity(if options.schedule { tasks.rows() } else { 0 }),
         keep_schedule: options.schedule,
         // Added up as the rows' energies would be.
         busy_j: std::iter::empty::<f64>().sum(),
@@ -269,19 +364,14 @@ fn replay(
         faults: Vec::new(),
         busy_s: vec![0.0; host.devices.len()],
         dvfs: false,
-        // By core key (arrival order): true run time / modelled run time.
-        factors: order
-            .iter()
-            .map(|&i| {
-                let t = &trace.tasks[i];
-                t.actual.map_or(1.0, |a| a / t.spec.workload)
-            })
-            .collect(),
+        factors: Vec::new(),
     };
+    // Tasks submitted so far; the core numbers them in this order (their
+    // keys), which is the arrival order, ties in trace order.
     let mut next = 0;
     let mut clock = Stopwatch::new();
     loop {
-        let arrival = order.get(next).map(|&i| trace.tasks[i].spec.arrival);
+        let arrival = tasks.peek().map_err(|Cut| Stop::Cut)?;
         let agenda_first = run
             .agenda
             .peek()
@@ -304,7 +394,10 @@ fn replay(
                 };
                 (at, clock.time(|| core.handle(at, input)))
             } else if let Some(a) = arrival {
-                let spec = trace.tasks[order[next]].spec.clone();
+                let Arrival { spec, actual } = tasks.take();
+                // True run time / modelled run time, by core key.
+                run.factors
+                    .push(actual.map_or(1.0, |actual| actual / spec.workload));
                 next += 1;
                 progress(next);
                 (a, clock.time(|| core.submit(a, spec).1))
@@ -322,11 +415,11 @@ fn replay(
                         .and_then(|&k| core.task(k))
                         .map(|t| t.id.to_string())
                         .unwrap_or_default();
-                    return Err(SimError::Stranded {
+                    return Err(Stop::Sim(SimError::Stranded {
                         policy: core.policy_name().into(),
                         count: core.unfinished(),
                         first,
-                    });
+                    }));
                 }
                 (run.now, actions)
             } else {
@@ -359,7 +452,7 @@ fn replay(
     };
     let mut metrics = Metrics::from_totals(
         &policy_name,
-        trace.tasks.len(),
+        next,
         run.rejected,
         &run.totals,
         // A split GPU runs nothing itself: its MIG instances are the devices.

@@ -46,7 +46,22 @@ impl Trace {
             .map_err(|e| InputError::at(path, None, None, format!("cannot read: {e}")))?;
         // One row a line, less the header: room for every task at once.
         let rows = line_count(&text);
-        Trace::parse_rows(path, text.as_slice(), rows, host, apps)
+        Trace::parse_rows(path, text.as_slice(), rows, host, apps, &mut ())
+    }
+
+    /// [`Trace::load`], telling `sink` of the header and of each good row
+    /// as it is read (the trace's errors are still only in the result: a
+    /// row the sink saw may come before a bad one).
+    pub(crate) fn load_into(
+        path: &Path,
+        host: &Host,
+        apps: &AppLibrary,
+        sink: &mut impl RowSink,
+    ) -> Result<Trace, InputError> {
+        let text = std::fs::read(path)
+            .map_err(|e| InputError::at(path, None, None, format!("cannot read: {e}")))?;
+        let rows = line_count(&text);
+        Trace::parse_rows(path, text.as_slice(), rows, host, apps, sink)
     }
 
     /// Parses a trace from `reader`; `path` only names it in errors.
@@ -56,16 +71,18 @@ impl Trace {
         host: &Host,
         apps: &AppLibrary,
     ) -> Result<Trace, InputError> {
-        Trace::parse_rows(path, reader, 0, host, apps)
+        Trace::parse_rows(path, reader, 0, host, apps, &mut ())
     }
 
-    /// [`Trace::parse`] with room made for about `rows` tasks.
+    /// [`Trace::parse`] with room made for about `rows` tasks, telling
+    /// `sink` what it reads.
     fn parse_rows(
         path: &Path,
         reader: impl std::io::Read,
         rows: usize,
         host: &Host,
         apps: &AppLibrary,
+        sink: &mut impl RowSink,
     ) -> Result<Trace, InputError> {
         // Fields are trimmed and checked as UTF-8 one at a time, when read:
         // the reader's own trimming copies every record.
@@ -118,6 +135,7 @@ impl Trace {
             column("command"),
         );
         let actual_col = column("actual");
+        sink.header(&warnings, rows);
 
         let mut tasks: Vec<TraceTask> = Vec::with_capacity(rows);
         // (hash of the id, index into `tasks`) of each row, for the
@@ -322,6 +340,7 @@ impl Trace {
             };
             match row() {
                 Ok(task) => {
+                    sink.row(&task);
                     ids.push((hash, tasks.len() as u32));
                     tasks.push(task);
                 }
@@ -338,6 +357,21 @@ impl Trace {
             None => Ok(Trace { tasks, warnings }),
         }
     }
+}
+
+/// What hears of a trace as it is read ([`Trace::load_into`]).
+pub(crate) trait RowSink {
+    /// The header is read: the trace's `warnings`, and about how many rows
+    /// follow (at most; 0 when unknown).
+    fn header(&mut self, warnings: &[String], rows: usize);
+    /// `task` is read and good (a later row may still be bad, or have its id).
+    fn row(&mut self, task: &TraceTask);
+}
+
+/// Nothing hears.
+impl RowSink for () {
+    fn header(&mut self, _: &[String], _: usize) {}
+    fn row(&mut self, _: &TraceTask) {}
 }
 
 /// The error for the first row, in file order, whose id an earlier row
