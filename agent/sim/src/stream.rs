@@ -24,10 +24,10 @@ use crate::input::trace::{RowSink, Trace, TraceTask};
 use crate::input::InputError;
 
 /// Rows per message.
-const CHUNK: usize = 256;
+const CHUNK: usize = 1024;
 /// Messages in flight (the reader waits beyond): at most about
 /// `CHUNK * IN_FLIGHT` rows are copied and not yet replayed.
-const IN_FLIGHT: usize = 16;
+const IN_FLIGHT: usize = 8;
 
 /// One row as the replay takes it.
 pub(crate) struct Arrival {
