@@ -13,7 +13,10 @@
 //! - the daemon's idle CPU and resident memory: fresh, after 50,000
 //!   finished tasks, after listing them all page by page, and the same
 //!   after 500,000 (`DAEMON_BENCH_LONG=0` skips the 500,000); the peak.
-//!   `DAEMON_BENCH_RUNS=N` makes N latency and backlog runs (default 3).
+//!   `DAEMON_BENCH_RUNS=N` makes N latency and backlog runs (default 3);
+//! - the CPU each process (daemon, bus, clients) spends per call under the
+//!   backlog, and the disk's own `fdatasync` latency (the floor under a
+//!   durable reply).
 //!
 //! Run with `bench/daemon.sh` (it builds the release binaries first);
 //! `DAEMON_BENCH_BIN_DIR=DIR` runs another build's `gpu-agentd` and fifo
@@ -34,6 +37,8 @@ const BACKLOG_TASKS: usize = 50_000;
 /// Finished tasks at the long mark.
 const LONG_TASKS: usize = 500_000;
 const IDLE_SECONDS: u64 = 10;
+/// Appends timed by `fdatasync_floor`.
+const SYNC_SAMPLES: usize = 1000;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -81,6 +86,26 @@ fn status_mib(pid: u32, field: &str) -> f64 {
     kb / 1024.0
 }
 
+/// Latency (p50, p99, ms) of `SYNC_SAMPLES` appends of 4 KiB to a file in
+/// `dir`, each followed by an `fdatasync`: the floor under a durable reply
+/// on this disk, as the daemon's WAL sees it.
+fn fdatasync_floor(dir: &Path) -> (f64, f64) {
+    use std::io::Write;
+    let path = dir.join("fdatasync-probe");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let page = [0x5au8; 4096];
+    let mut ms = Vec::with_capacity(SYNC_SAMPLES);
+    for _ in 0..SYNC_SAMPLES {
+        let t = Instant::now();
+        file.write_all(&page).unwrap();
+        file.sync_data().unwrap();
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    std::fs::remove_file(path).unwrap();
+    ms.sort_by(f64::total_cmp);
+    (percentile(&ms, 0.5), percentile(&ms, 0.99))
+}
+
 /// The daemon's CPU use (%) over `IDLE_SECONDS` after 2 s of quiet, and its RSS (MiB).
 async fn idle(pid: u32) -> (f64, f64) {
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -108,8 +133,15 @@ impl Call {
     }
 }
 
-/// `calls` run concurrently, `n` times each: (calls per second, p99 ms).
-async fn concurrently(calls: Vec<Call>, n: usize) -> (f64, f64) {
+/// CPU seconds (utime + stime) of the daemon, the bus and this process.
+fn cpu_of(pids: [u32; 3]) -> [f64; 3] {
+    pids.map(cpu_seconds)
+}
+
+/// `calls` run concurrently, `n` times each: (calls per second, p99 ms,
+/// CPU microseconds per call of each of `pids`).
+async fn concurrently(calls: Vec<Call>, n: usize, pids: [u32; 3]) -> (f64, f64, [f64; 3]) {
+    let cpu0 = cpu_of(pids);
     let t = Instant::now();
     let handles: Vec<_> = calls
         .into_iter()
@@ -130,8 +162,10 @@ async fn concurrently(calls: Vec<Call>, n: usize) -> (f64, f64) {
         ms.extend(h.await.unwrap());
     }
     let rate = ms.len() as f64 / t.elapsed().as_secs_f64();
+    let cpu1 = cpu_of(pids);
+    let per_call = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / ms.len() as f64 * 1e6);
     ms.sort_by(f64::total_cmp);
-    (rate, percentile(&ms, 0.99))
+    (rate, percentile(&ms, 0.99), per_call)
 }
 
 /// Tasks not yet ended.
@@ -166,7 +200,12 @@ fn tiny() -> Dict {
 }
 
 /// Submits `n` tiny tasks from `clients`, then waits for them to end.
-async fn run_through(agent: &Agent1Proxy<'_>, clients: &[Agent1Proxy<'static>], n: usize) {
+async fn run_through(
+    agent: &Agent1Proxy<'_>,
+    clients: &[Agent1Proxy<'static>],
+    n: usize,
+    pids: [u32; 3],
+) {
     let spec = tiny();
     let mut done = 0;
     while done < n {
@@ -175,7 +214,7 @@ async fn run_through(agent: &Agent1Proxy<'_>, clients: &[Agent1Proxy<'static>], 
             .iter()
             .map(|c| Call::Submit(c.clone(), spec.clone()))
             .collect();
-        concurrently(calls, per_client).await;
+        concurrently(calls, per_client, pids).await;
         done += per_client * clients.len();
         eprint!("\rsubmitted {done} of {n}   ");
         drain(agent).await;
@@ -210,6 +249,7 @@ fn main() {
     });
     let bus = PrivateBus::start().expect("private bus");
     let state = tempfile::tempdir_in(root().join("target")).unwrap();
+    let (sync_p50, sync_p99) = fdatasync_floor(state.path());
     let plugins = tempfile::tempdir().unwrap();
     std::fs::copy(
         release.join("libgpu_agent_policy_fifo.so"),
@@ -232,6 +272,7 @@ fn main() {
             .expect("gpu-agentd starts"),
     );
     let pid = daemon.0.id();
+    let pids = [pid, bus.pid(), std::process::id()];
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -307,20 +348,23 @@ fn main() {
         let per_client = BACKLOG_TASKS / CLIENTS;
         let (mut submit_rate, mut submit_tail, mut ping_rate, mut ping_tail, mut backlog) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut submit_cpu, mut ping_cpu) = (Vec::new(), Vec::new());
         for run in 0..runs {
             eprintln!("backlog run {} of {runs}", run + 1);
             let calls = clients
                 .iter()
                 .map(|c| Call::Submit(c.clone(), unit.clone()))
                 .collect();
-            let (rate, p99) = concurrently(calls, per_client).await;
+            let (rate, p99, cpu) = concurrently(calls, per_client, pids).await;
             submit_rate.push(rate);
             submit_tail.push(p99);
+            submit_cpu.push(cpu);
             backlog.push(waiting(&agent).await as f64);
             let calls = peers.iter().map(|p| Call::Ping(p.clone())).collect();
-            let (rate, p99) = concurrently(calls, per_client).await;
+            let (rate, p99, cpu) = concurrently(calls, per_client, pids).await;
             ping_rate.push(rate);
             ping_tail.push(p99);
+            ping_cpu.push(cpu);
             drain(&agent).await;
         }
         eprintln!();
@@ -328,7 +372,7 @@ fn main() {
         let (mid_cpu, mid_rss) = idle(pid).await;
         let mid_listed = rss_after_listing(&agent, pid).await;
         let long_rss = if long {
-            run_through(&agent, &clients, LONG_TASKS.saturating_sub(finished)).await;
+            run_through(&agent, &clients, LONG_TASKS.saturating_sub(finished), pids).await;
             let (_, rss) = idle(pid).await;
             Some((rss, rss_after_listing(&agent, pid).await))
         } else {
@@ -351,6 +395,12 @@ fn main() {
             sr / pr
         );
         println!("| {CLIENTS} clients under a backlog: p99, ms | {st:.2} | {pt:.2} | {:.2}x |", st / pt);
+        let cpu_median = |runs: &[[f64; 3]], i: usize| median(runs.iter().map(|c| c[i]).collect());
+        for (i, who) in ["gpu-agentd", "dbus-daemon", "the clients"].iter().enumerate() {
+            let (s, p) = (cpu_median(&submit_cpu, i), cpu_median(&ping_cpu, i));
+            println!("| {CLIENTS} clients under a backlog: CPU of {who} per call, us | {s:.0} | {p:.0} | {:.2}x |", s / p);
+        }
+        println!("| 4 KiB append + fdatasync on the state's disk, before the daemon starts: p50 / p99, ms | {sync_p50:.2} / {sync_p99:.2} | | |");
         println!("| backlog when the submissions ended, tasks | {:.0} | | |", median(backlog));
         println!("| idle CPU over {IDLE_SECONDS} s, fresh / after {finished} tasks, % | {fresh_cpu:.3} / {mid_cpu:.3} | | |");
         println!("| RSS, fresh, MiB | {fresh_rss:.1} | | |");

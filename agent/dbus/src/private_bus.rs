@@ -77,6 +77,11 @@ impl PrivateBus {
     pub fn socket(&self) -> &Path {
         &self.socket
     }
+
+    /// The bus daemon's process id (for benchmarks that weigh its CPU).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for PrivateBus {
