@@ -211,8 +211,8 @@ fn tasks_gauge(addr: &str, state: &str) -> f64 {
 
 /// Ended tasks leave the daemon's memory for the store: they are still
 /// served (GetTask, pages by state, a refused Cancel), counted (`Metrics()`,
-/// `/metrics`) and summed alike after a restart, which reads them back one
-/// at a time.
+/// `/metrics`) and summed alike after a restart, which reads the stored sums
+/// (or, for a store from before them, sums the ended tasks once).
 #[test]
 fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restart() {
     const TASKS: usize = 300;
@@ -259,22 +259,62 @@ fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restar
     );
     assert_eq!(page(&d, "queued", 0, 10), (Vec::<String>::new(), 0));
 
-    // A restart reads the ended tasks back one at a time: the same sums.
+    // A store from before the sums were stored: the first start sums the
+    // ended tasks once (the same sums, up to the order of addition) and
+    // stores them.
+    let db = d.state_dir().join("state.db");
+    assert_eq!(
+        sqlite(&db, "SELECT count(*) FROM meta WHERE key = 'tally'"),
+        "1"
+    );
     d.terminate();
+    sqlite(&db, "DELETE FROM meta WHERE key = 'tally'");
     d.restart();
-    let after = dbus_metrics(&d);
-    assert_eq!((after.tasks, after.dmc), (before.tasks, before.dmc));
+    let summed = dbus_metrics(&d);
+    assert_eq!((summed.tasks, summed.dmc), (before.tasks, before.dmc));
     for (a, b) in [
-        (after.twt, before.twt),
-        (after.act, before.act),
-        (after.makespan, before.makespan),
-        (after.energy_j, before.energy_j),
+        (summed.twt, before.twt),
+        (summed.act, before.act),
+        (summed.makespan, before.makespan),
+        (summed.energy_j, before.energy_j),
     ] {
         assert!(
             (a - b).abs() <= 1e-9 * b.abs().max(1.0),
-            "{after:?} vs {before:?}"
+            "{summed:?} vs {before:?}"
         );
     }
+    assert_eq!(
+        sqlite(&db, "SELECT count(*) FROM meta WHERE key = 'tally'"),
+        "1"
+    );
+    // Then a restart reads the stored sums, not the ended tasks: an old
+    // ended record, out of the client tokens' window and unreadable, changes
+    // neither the start nor the sums.
+    d.terminate();
+    sqlite(
+        &db,
+        "UPDATE tasks SET spec = 'not json', submitted = submitted - 2 * 86400 WHERE id = 't1'",
+    );
+    d.restart();
+    let after = dbus_metrics(&d);
+    assert_eq!(
+        (
+            after.tasks,
+            after.dmc,
+            after.twt,
+            after.act,
+            after.makespan,
+            after.energy_j
+        ),
+        (
+            summed.tasks,
+            summed.dmc,
+            summed.twt,
+            summed.act,
+            summed.makespan,
+            summed.energy_j
+        )
+    );
     assert_eq!(tasks_gauge(&metrics_addr(&d), "succeeded"), TASKS as f64);
     // CountTasks, through busctl as a user would: every state listed, from
     // the counts (no task read).
@@ -298,4 +338,20 @@ fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restar
         d.submit(&spec(1.0, 1.0, 60.0, 1.0)).expect("Submit"),
         "t301"
     );
+}
+
+/// What the sqlite3 shell prints for `sql` on `db`, as an operator would
+/// look at a stopped daemon's state.
+fn sqlite(db: &std::path::Path, sql: &str) -> String {
+    let out = std::process::Command::new("sqlite3")
+        .arg(db)
+        .arg(sql)
+        .output()
+        .expect("sqlite3 runs");
+    assert!(
+        out.status.success(),
+        "sqlite3: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

@@ -271,6 +271,41 @@ impl Store {
         Ok(())
     }
 
+    /// Calls `each` with (owner uid, client token, id, submission time) of
+    /// every ended task submitted at `since` (unix seconds) or later with a
+    /// client token, in submission order: what idempotent `Submit` needs of
+    /// them, without reading whole tasks.
+    pub fn each_ended_token(
+        &self,
+        since: f64,
+        mut each: impl FnMut(u32, &str, &str, f64),
+    ) -> Result<(), StoreError> {
+        /// The one field of a stored spec read here.
+        #[derive(serde::Deserialize)]
+        struct Token {
+            #[serde(default)]
+            client_token: String,
+        }
+        let mut stmt = self.conn.prepare(
+            "SELECT owner_uid, id, submitted, spec FROM tasks
+             WHERE state NOT IN ('queued', 'assigned', 'running') AND submitted >= ?1
+             ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([since])?;
+        while let Some(r) = rows.next()? {
+            let id: String = r.get(1)?;
+            let spec: String = r.get(3)?;
+            let token: Token = serde_json::from_str(&spec).map_err(|e| StoreError::Corrupt {
+                id: id.clone(),
+                what: format!("spec: {e}"),
+            })?;
+            if !token.client_token.is_empty() {
+                each(r.get(0)?, &token.client_token, &id, r.get(2)?);
+            }
+        }
+        Ok(())
+    }
+
     /// Up to `limit` tasks stored as `state` (any, for `None`) with a
     /// position (their sequence number, which grows in submission order)
     /// after `after`, in submission order, each with its position; and
@@ -665,6 +700,46 @@ mod tests {
         assert_eq!(page(0, Some("succeeded"), 1), (vec![1], true));
         assert_eq!(page(1, Some("succeeded"), 1), (vec![5], false));
         assert_eq!(page(0, Some("failed"), 5), (vec![], false));
+    }
+
+    #[test]
+    fn ended_tokens_are_read_from_a_submission_time_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let tasks = [
+            (TaskStatus::Succeeded, "k1"),
+            (TaskStatus::Succeeded, "k2"),
+            (TaskStatus::Running, "k3"),
+            (TaskStatus::Cancelled, ""),
+            (TaskStatus::Failed, "k5"),
+        ];
+        let ops: Vec<Op> = tasks
+            .iter()
+            .zip(0..)
+            .map(|(&(state, token), i)| {
+                let id = store.next_id();
+                let mut t = task(&id, state);
+                t.submitted = 100.0 + f64::from(i);
+                t.owner_uid = 1000 + i;
+                t.spec.client_token = token.into();
+                Op::put(t)
+            })
+            .collect();
+        store.commit(&ops).unwrap();
+        let mut seen = Vec::new();
+        store
+            .each_ended_token(101.0, |owner, token, id, submitted| {
+                seen.push((owner, token.to_string(), id.to_string(), submitted))
+            })
+            .unwrap();
+        // t1 is older, t3 has not ended, t4 has no token.
+        assert_eq!(
+            seen,
+            [
+                (1001, "k2".into(), "t2".into(), 101.0),
+                (1004, "k5".into(), "t5".into(), 104.0)
+            ]
+        );
     }
 
     #[test]

@@ -409,6 +409,7 @@ impl Engine {
         let now_unix = self.time.unix_now();
         let mut waiting = Vec::new();
         let mut adopted = Vec::new();
+        let mut tally = self.tally.clone();
         for mut info in stored {
             let requeue = match info.state {
                 TaskStatus::Running if !info.spec.external_id.is_empty() => {
@@ -421,6 +422,7 @@ impl Engine {
                     info.state = TaskStatus::Lost;
                     info.finished = Some(now_unix);
                     info.reason = Some("gpu-agentd stopped while it ran".into());
+                    tally.add(&info, self.time.scale());
                     round.ops.push(Op::put(info.clone()));
                     false
                 }
@@ -443,7 +445,13 @@ impl Engine {
                 self.tasks.insert(info);
             }
         }
+        if tally != self.tally {
+            round
+                .ops
+                .push(Op::SetMeta(super::tally::META_KEY.into(), tally.to_json()));
+        }
         self.store.commit(&std::mem::take(&mut round.ops))?;
+        self.tally = tally;
         self.restore_health(health, &mut round);
         for info in adopted {
             self.restore_adopted(info, &mut round);

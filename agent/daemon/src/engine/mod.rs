@@ -555,19 +555,23 @@ impl Engine {
             telemetry: setup.telemetry,
             mig: mig_apply::MigChanges::default(),
         };
+        engine.tally = engine.stored_tally()?;
         let now_unix = engine.time.unix_now();
-        for task in &stored {
-            engine.tokens.remember(task, now_unix);
+        for t in &stored {
+            let token = &t.spec.client_token;
+            engine
+                .tokens
+                .remember(t.owner_uid, token, &t.id, t.submitted, now_unix);
         }
+        // The ended tasks' tokens still in their window; none of them kept.
+        let since = now_unix - gpu_agent_dbus::CLIENT_TOKEN_RETENTION_S;
+        let tokens = &mut engine.tokens;
+        engine
+            .store
+            .each_ended_token(since, |owner, token, id, submitted| {
+                tokens.remember(owner, token, id, submitted, now_unix)
+            })?;
         let mut round = engine.restore(health, stored, controls, processes)?;
-        // The ended tasks, those restore just ended included: summed up and
-        // their tokens remembered, none kept.
-        let scale = engine.time.scale();
-        let (tally, tokens) = (&mut engine.tally, &mut engine.tokens);
-        engine.store.each_ended(|task| {
-            tokens.remember(&task, now_unix);
-            tally.add(&task, scale);
-        })?;
         engine.resume_mig_changes(&mut round)?;
         std::thread::Builder::new()
             .name("engine".into())
@@ -732,8 +736,39 @@ impl Engine {
 
     /// Writes `ops` in one batch, or keeps them to retry with the next
     /// round. A task whose ended record they wrote leaves the table for the
-    /// tally: from now on it is read from the store.
-    fn write_changes(&mut self, ops: Vec<Op>) {
+    /// tally, which the same batch stores: from now on the task is read
+    /// from the store.
+    fn write_changes(&mut self, mut ops: Vec<Op>) {
+        // A batch kept from a failed write holds the sums of then.
+        ops.retain(|op| !matches!(op, Op::SetMeta(key, _) if key == tally::META_KEY));
+        // In the order written, each once.
+        let mut seen = std::collections::HashSet::new();
+        let ended: Vec<String> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Put(task) => Some(&task.id),
+                _ => None,
+            })
+            .filter(|id| {
+                self.tasks
+                    .find(id)
+                    .is_some_and(|(t, _)| t.state.is_terminal())
+            })
+            .filter(|id| seen.insert(id.as_str()))
+            .cloned()
+            .collect();
+        let mut tally = None;
+        if !ended.is_empty() {
+            let mut next = self.tally.clone();
+            let scale = self.time.scale();
+            for id in &ended {
+                if let Some((task, _)) = self.tasks.find(id) {
+                    next.add(task, scale);
+                }
+            }
+            ops.push(Op::SetMeta(tally::META_KEY.into(), next.to_json()));
+            tally = Some(next);
+        }
         if let Err(e) = self.store.write(&ops) {
             log::error!(
                 "cannot store {} change(s), retrying with the next round: {e}",
@@ -742,19 +777,32 @@ impl Engine {
             self.unsaved = ops;
             return;
         }
-        let scale = self.time.scale();
-        for op in &ops {
-            if let Op::Put(task) = op {
-                if task.state.is_terminal() {
-                    if let Some(ended) = self.tasks.retire(&task.id) {
-                        self.tally.add(&ended, scale);
-                    }
-                }
-            }
+        for id in &ended {
+            self.tasks.retire(id);
+        }
+        if let Some(next) = tally {
+            self.tally = next;
         }
         if self.tasks.shrink() {
             crate::heap::give_back();
         }
+    }
+
+    /// The sums of the ended tasks as stored; for a store from before they
+    /// were (or whose sums cannot be read), summed from every ended task
+    /// once and stored.
+    fn stored_tally(&mut self) -> Result<Tally, StoreError> {
+        if let Some(json) = self.store.meta(tally::META_KEY)? {
+            match Tally::from_json(&json) {
+                Ok(tally) => return Ok(tally),
+                Err(e) => log::warn!("the stored sums of the ended tasks are unreadable ({e}); summing the tasks again"),
+            }
+        }
+        let (mut tally, scale) = (Tally::default(), self.time.scale());
+        self.store.each_ended(|task| tally.add(&task, scale))?;
+        self.store
+            .commit(&[Op::SetMeta(tally::META_KEY.into(), tally.to_json())])?;
+        Ok(tally)
     }
 
     /// The tally of every ended task: those retired, and those that ended

@@ -90,8 +90,15 @@ impl Engine {
                 }
                 match self.accept(owner, spec) {
                     Ok(accepted) => {
-                        self.tokens
-                            .remember(&accepted.info, accepted.info.submitted);
+                        let info = &accepted.info;
+                        let token = &info.spec.client_token;
+                        self.tokens.remember(
+                            info.owner_uid,
+                            token,
+                            &info.id,
+                            info.submitted,
+                            info.submitted,
+                        );
                         round.accepted.push(Accepted { reply, ..accepted })
                     }
                     Err(e) => round.reply(reply, Err(e)),

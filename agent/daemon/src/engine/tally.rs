@@ -1,6 +1,8 @@
 //! What `Metrics()` and `/metrics` need of the tasks that have ended, as
 //! running sums: ended tasks are in the store only, and nothing here grows
-//! with their number.
+//! with their number. The sums are stored too (`meta` key [`META_KEY`]),
+//! in the transaction that writes the ended records they count, so that a
+//! restart reads them instead of every ended task.
 
 use std::collections::HashMap;
 
@@ -8,8 +10,11 @@ use gpu_agent_core::host::DeviceSpec;
 use gpu_agent_core::metrics::{energy_with_idle, Completed, Metrics, Rejection, Totals};
 use gpu_agent_dbus::{TaskInfo, TaskStatus};
 
+/// The `meta` key of the stored tally (JSON).
+pub(super) const META_KEY: &str = "tally";
+
 /// The ended tasks, summed up.
-#[derive(Default, Clone)]
+#[derive(Default, Clone, Debug, PartialEq)]
 pub(super) struct Tally {
     /// Ended tasks by state.
     ended: HashMap<TaskStatus, usize>,
@@ -28,7 +33,74 @@ pub(super) struct Tally {
     default_busy_j: f64,
 }
 
+/// A [`Tally`] as stored: the same figures, JSON-friendly (the first
+/// arrival of no ran task, infinite in [`Totals`], is none).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    ended: Vec<(TaskStatus, usize)>,
+    zero: Option<f64>,
+    count: usize,
+    twt: f64,
+    twct: f64,
+    completion: f64,
+    dmc: usize,
+    makespan: f64,
+    busy: f64,
+    first_arrival: Option<f64>,
+    busy_s: Vec<f64>,
+    busy_j: f64,
+    default_busy_s: Vec<f64>,
+    default_busy_j: f64,
+}
+
 impl Tally {
+    /// The tally as stored under [`META_KEY`].
+    pub fn to_json(&self) -> String {
+        let t = &self.totals;
+        let mut ended: Vec<_> = self.ended.iter().map(|(&s, &n)| (s, n)).collect();
+        ended.sort_by_key(|&(s, _)| s.as_str());
+        let stored = Stored {
+            ended,
+            zero: self.zero,
+            count: t.count,
+            twt: t.twt,
+            twct: t.twct,
+            completion: t.completion,
+            dmc: t.dmc,
+            makespan: t.makespan,
+            busy: t.busy,
+            first_arrival: t.first_arrival.is_finite().then_some(t.first_arrival),
+            busy_s: self.busy_s.clone(),
+            busy_j: self.busy_j,
+            default_busy_s: self.default_busy_s.clone(),
+            default_busy_j: self.default_busy_j,
+        };
+        serde_json::to_string(&stored).expect("a tally serialises")
+    }
+
+    /// A tally stored by [`Tally::to_json`].
+    pub fn from_json(json: &str) -> Result<Tally, serde_json::Error> {
+        let s: Stored = serde_json::from_str(json)?;
+        Ok(Tally {
+            ended: s.ended.into_iter().collect(),
+            zero: s.zero,
+            totals: Totals {
+                count: s.count,
+                twt: s.twt,
+                twct: s.twct,
+                completion: s.completion,
+                dmc: s.dmc,
+                makespan: s.makespan,
+                busy: s.busy,
+                first_arrival: s.first_arrival.unwrap_or(f64::INFINITY),
+            },
+            busy_s: s.busy_s,
+            busy_j: s.busy_j,
+            default_busy_s: s.default_busy_s,
+            default_busy_j: s.default_busy_j,
+        })
+    }
+
     /// Counts `task`, which has ended, its times scaled by `scale` (model
     /// seconds per second).
     pub fn add(&mut self, task: &TaskInfo, scale: f64) {
@@ -124,5 +196,52 @@ impl Tally {
             metrics.set_baseline(baseline.total());
         }
         metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_dbus::SubmitSpec;
+
+    fn ended(id: &str, state: TaskStatus, times: Option<(f64, f64)>) -> TaskInfo {
+        TaskInfo {
+            id: id.into(),
+            state,
+            owner_uid: 0,
+            devices: vec![1],
+            submitted: 1000.0,
+            started: times.map(|t| t.0),
+            finished: times.map(|t| t.1),
+            exit_code: None,
+            energy_j: times.map(|_| 123.456_789),
+            reason: None,
+            spec: SubmitSpec::new(1.0, 1.0, 0.1, 3.0),
+            clocks: None,
+        }
+    }
+
+    #[test]
+    fn a_stored_tally_reads_back_exactly() {
+        let empty = Tally::default();
+        assert_eq!(Tally::from_json(&empty.to_json()).unwrap(), empty);
+        // Only rejected: counted, nothing ran (no first arrival).
+        let mut tally = Tally::default();
+        tally.add(&ended("t1", TaskStatus::Rejected, None), 1000.0);
+        assert_eq!(Tally::from_json(&tally.to_json()).unwrap(), tally);
+        // Ran, late, with sums that need every bit of their f64s.
+        tally.add(
+            &ended("t2", TaskStatus::Succeeded, Some((1000.1, 1000.3))),
+            1000.0,
+        );
+        tally.add(
+            &ended("t3", TaskStatus::Failed, Some((1000.3, 1000.7))),
+            1000.0,
+        );
+        let back = Tally::from_json(&tally.to_json()).unwrap();
+        assert_eq!(back, tally);
+        assert_eq!(back.ended(TaskStatus::Succeeded), 1);
+        assert_eq!(back.ended(TaskStatus::Rejected), 1);
+        assert!(Tally::from_json("{\"ended\": []}").is_err());
     }
 }

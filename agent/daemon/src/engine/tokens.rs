@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use gpu_agent_dbus::{TaskInfo, CLIENT_TOKEN_RETENTION_S};
+use gpu_agent_dbus::CLIENT_TOKEN_RETENTION_S;
 
 /// The tokens of recent submissions: (owner uid, token) -> (task id, submitted).
 #[derive(Default)]
@@ -20,10 +20,17 @@ pub(super) struct ClientTokens {
 }
 
 impl ClientTokens {
-    /// Remembers `task`'s token, if it has one.
-    pub(super) fn remember(&mut self, task: &TaskInfo, now_unix: f64) {
-        if task.spec.client_token.is_empty() || now_unix - task.submitted > CLIENT_TOKEN_RETENTION_S
-        {
+    /// Remembers that `owner` submitted task `id` with `token` (if not
+    /// empty) at `submitted` (unix seconds).
+    pub(super) fn remember(
+        &mut self,
+        owner: u32,
+        token: &str,
+        id: &str,
+        submitted: f64,
+        now_unix: f64,
+    ) {
+        if token.is_empty() || now_unix - submitted > CLIENT_TOKEN_RETENTION_S {
             return;
         }
         if self.seen.len() >= self.prune_at.max(1024) {
@@ -31,10 +38,8 @@ impl ClientTokens {
                 .retain(|_, (_, submitted)| now_unix - *submitted <= CLIENT_TOKEN_RETENTION_S);
             self.prune_at = 2 * self.seen.len();
         }
-        self.seen.insert(
-            (task.owner_uid, task.spec.client_token.clone()),
-            (task.id.clone(), task.submitted),
-        );
+        self.seen
+            .insert((owner, token.to_string()), (id.to_string(), submitted));
     }
 
     /// Forgets the token of task `id` (its write failed: nothing was queued).
@@ -61,32 +66,12 @@ impl ClientTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_agent_dbus::{SubmitSpec, TaskStatus};
-
-    fn task(id: &str, owner: u32, token: &str, submitted: f64) -> TaskInfo {
-        let mut spec = SubmitSpec::new(1.0, 1.0, 1.0, 1.0);
-        spec.client_token = token.into();
-        TaskInfo {
-            id: id.into(),
-            state: TaskStatus::Queued,
-            owner_uid: owner,
-            devices: vec![],
-            submitted,
-            started: None,
-            finished: None,
-            exit_code: None,
-            energy_j: None,
-            reason: None,
-            spec,
-            clocks: None,
-        }
-    }
 
     #[test]
     fn a_token_is_its_owners_within_the_window() {
         let mut tokens = ClientTokens::default();
-        tokens.remember(&task("t1", 1000, "k", 100.0), 100.0);
-        tokens.remember(&task("t2", 1000, "", 100.0), 100.0);
+        tokens.remember(1000, "k", "t1", 100.0, 100.0);
+        tokens.remember(1000, "", "t2", 100.0, 100.0);
         assert_eq!(tokens.lookup(1000, "k", 100.0), Some("t1"));
         assert_eq!(tokens.lookup(1001, "k", 100.0), None, "another uid");
         assert_eq!(tokens.lookup(1000, "", 100.0), None, "no token");
@@ -94,14 +79,14 @@ mod tests {
         assert_eq!(tokens.lookup(1000, "k", end), Some("t1"));
         assert_eq!(tokens.lookup(1000, "k", end + 1.0), None, "expired");
         // A stored task older than the window is not remembered at all.
-        tokens.remember(&task("t3", 1000, "old", 0.0), end + 1.0);
+        tokens.remember(1000, "old", "t3", 0.0, end + 1.0);
         assert_eq!(tokens.lookup(1000, "old", 0.0), None);
     }
 
     #[test]
     fn a_failed_write_forgets_only_its_own_token() {
         let mut tokens = ClientTokens::default();
-        tokens.remember(&task("t1", 0, "k", 1.0), 1.0);
+        tokens.remember(0, "k", "t1", 1.0, 1.0);
         tokens.forget(0, "k", "t9");
         assert_eq!(tokens.lookup(0, "k", 1.0), Some("t1"));
         tokens.forget(0, "k", "t1");
@@ -112,11 +97,11 @@ mod tests {
     fn expired_tokens_are_dropped_as_the_map_grows() {
         let mut tokens = ClientTokens::default();
         for i in 0..1024 {
-            tokens.remember(&task(&format!("t{i}"), 0, &format!("k{i}"), 0.0), 0.0);
+            tokens.remember(0, &format!("k{i}"), &format!("t{i}"), 0.0, 0.0);
         }
         assert_eq!(tokens.seen.len(), 1024);
         let later = CLIENT_TOKEN_RETENTION_S + 1.0;
-        tokens.remember(&task("tx", 0, "new", later), later);
+        tokens.remember(0, "new", "tx", later, later);
         assert_eq!(tokens.seen.len(), 1, "the expired ones went");
         assert_eq!(tokens.lookup(0, "new", later), Some("tx"));
     }
