@@ -254,3 +254,67 @@ fn gantt_chart_and_markdown_show_the_schedule_and_the_comparison() {
     assert!(md.contains("\n| policy_ms | "), "{md}");
     assert!(table.contains("\ndecisions/s "), "{table}");
 }
+
+/// A large trace (over 1 MiB) is read while the first replay runs: its
+/// results are those of the trace read first (two --host files read it
+/// first, once each), whether in arrival order or not; a bad row or a
+/// duplicate id at its very end is reported as before, with nothing
+/// printed, and before an error of the command line's own (an unknown
+/// policy).
+#[test]
+fn a_large_trace_read_beside_its_replay_gives_what_the_trace_read_first_gives() {
+    let rows = 50_000;
+    let mut text = String::from("id,arrival,workload,mem_gb,deadline,weight\n");
+    for i in 0..rows {
+        let a = f64::from(i) * 0.6;
+        text.push_str(&format!(
+            "task-{i:06},{a:.1},{},4,{:.1},{}\n",
+            1 + i % 3,
+            a + 4.0,
+            1 + i % 4
+        ));
+    }
+    assert!(text.len() > 1 << 20);
+    let sim = Sim::new(&[FIFO, GREEDY_EFT], TWO_T4, &text);
+    let policies = ["--policy", "fifo", "--policy", "greedy-eft", "--json"];
+    let metrics = |out: &str| {
+        let mut all: Vec<serde_json::Value> = serde_json::from_str(out).unwrap();
+        for m in &mut all {
+            let m = m.as_object_mut().unwrap();
+            m.remove("scheduling");
+            m.remove("host");
+        }
+        all
+    };
+    let expect_as_read_first = |sim: &Sim| {
+        let streamed = metrics(&success(&sim.run(&policies)));
+        let mut twice = policies.to_vec();
+        twice.extend(["--host", &sim.host]);
+        let read_first = metrics(&success(&sim.run(&twice)));
+        assert_eq!(streamed.len(), 2);
+        assert_eq!(read_first.len(), 4);
+        assert_eq!(streamed[..], read_first[..2]);
+        assert_eq!(streamed[0]["tasks"], rows);
+    };
+    expect_as_read_first(&sim);
+    // Out of order: the last row arrives first.
+    let last = format!("task-{:06},{:.1},", rows - 1, f64::from(rows - 1) * 0.6);
+    let shuffled = text.replace(&last, &format!("task-{:06},0.0,", rows - 1));
+    let sim = Sim::new(&[FIFO, GREEDY_EFT], TWO_T4, &shuffled);
+    expect_as_read_first(&sim);
+    for (extra, error) in [
+        (
+            "x,1e9,abc,4,1e9,1\n",
+            "column workload: expected a number > 0, got \"abc\"",
+        ),
+        (
+            "task-000007,1e9,1,4,1e9,1\n",
+            "column id: duplicate id \"task-000007\" (first on line 9)",
+        ),
+    ] {
+        let sim = Sim::new(&[FIFO, GREEDY_EFT], TWO_T4, &format!("{text}{extra}"));
+        let expected = format!("gpuctl: error: {}:{}: {error}\n", sim.trace, rows + 2);
+        assert_eq!(failure(&sim.run(&policies)), expected);
+        assert_eq!(failure(&sim.run(&["--policy", "no-such-policy"])), expected);
+    }
+}
