@@ -9,6 +9,9 @@
 #   present       of those, tasks the daemon still has
 #   lost          acknowledged but missing (must be 0)
 #   ran twice     ids in the run log more than once (must be 0)
+#   counts agree  the daemon's counts by state (`gpuctl status`: the stored
+#                 sums of the ended tasks, kept across every kill, and the
+#                 live ones) against the tasks it lists (must be yes)
 #
 # and, for reading them, how many tasks ended `lost` (running at a kill,
 # without `requeue`: marked, never run again).
@@ -75,6 +78,7 @@ for _ in $(seq 1 3000); do
     sleep 0.1
 done
 gpuctl tasks --session --json >"$work/tasks.json"
+gpuctl status --session --json >"$work/status.json"
 python3 - "$work" "$cycles" <<'PY'
 import json, sys, collections
 work, cycles = sys.argv[1], int(sys.argv[2])
@@ -89,5 +93,8 @@ print(f"present       {len(present)}")
 print(f"lost          {len(acked - present)}")
 print(f"ran twice     {sum(1 for n in runs.values() if n > 1)}")
 print(f"tasks         {len(tasks)} ({', '.join(f'{s} {n}' for s, n in sorted(states.items()))})")
-sys.exit(1 if acked - present or any(n > 1 for n in runs.values()) else 0)
+counted = {s: n for s, n in json.load(open(f"{work}/status.json"))["tasks"].items() if n}
+agree = counted == dict(states)
+print(f"counts agree  {'yes' if agree else f'no: status says {counted}'}")
+sys.exit(1 if acked - present or any(n > 1 for n in runs.values()) or not agree else 0)
 PY
