@@ -219,6 +219,14 @@ impl Store {
         })
     }
 
+    /// How many tasks are stored.
+    pub fn count(&self) -> Result<usize, StoreError> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
     /// A fresh task id (`t<n>`); ids are never reused within a state directory.
     pub fn next_id(&mut self) -> String {
         let id = format!("t{}", self.next_seq);

@@ -555,7 +555,7 @@ impl Engine {
             telemetry: setup.telemetry,
             mig: mig_apply::MigChanges::default(),
         };
-        engine.tally = engine.stored_tally()?;
+        engine.tally = engine.stored_tally(stored.len())?;
         let now_unix = engine.time.unix_now();
         for t in &stored {
             let token = &t.spec.client_token;
@@ -788,14 +788,23 @@ impl Engine {
         }
     }
 
-    /// The sums of the ended tasks as stored; for a store from before they
-    /// were (or whose sums cannot be read), summed from every ended task
-    /// once and stored.
-    fn stored_tally(&mut self) -> Result<Tally, StoreError> {
+    /// The sums of the ended tasks as stored, when they count every task
+    /// stored as ended (the store holds `live` others); otherwise (a store
+    /// from before the sums were, or changed by another program, such as an
+    /// older gpu-agentd or an operator pruning old tasks) summed from every
+    /// ended task once and stored.
+    fn stored_tally(&mut self, live: usize) -> Result<Tally, StoreError> {
         if let Some(json) = self.store.meta(tally::META_KEY)? {
+            let ended = self.store.count()?.saturating_sub(live);
             match Tally::from_json(&json) {
-                Ok(tally) => return Ok(tally),
-                Err(e) => log::warn!("the stored sums of the ended tasks are unreadable ({e}); summing the tasks again"),
+                Ok(tally) if tally.ended_total() == ended => return Ok(tally),
+                Ok(tally) => log::warn!(
+                    "the stored sums count {} ended task(s), the store holds {ended}; summing them again",
+                    tally.ended_total()
+                ),
+                Err(e) => log::warn!(
+                    "the stored sums of the ended tasks are unreadable ({e}); summing them again"
+                ),
             }
         }
         let (mut tally, scale) = (Tally::default(), self.time.scale());

@@ -152,6 +152,11 @@ impl Tally {
         self.ended.get(&state).copied().unwrap_or(0)
     }
 
+    /// Ended tasks in all.
+    pub fn ended_total(&self) -> usize {
+        self.ended.values().sum()
+    }
+
     /// The metrics of the tasks that ran, on `devices` under `policy`, with
     /// `rejected` (the rejected tasks' ids and reasons), over the span from
     /// the first ran task's submission to the last one's end.
