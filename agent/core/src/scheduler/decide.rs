@@ -4,7 +4,7 @@ use gpu_agent_plugin_api::{
     abi_stable::std_types::ROption, Clocks, Decision, DecisionNe, TaskKey, TaskState,
 };
 
-use super::{slot_view, Action, Core, Placement};
+use super::{slot_view, Action, Core, Devices, Placement};
 use crate::host::Partition;
 
 impl Core {
@@ -223,7 +223,7 @@ impl Core {
         }
         // The run time at the clocks actually set (dvfs-energy.md §6).
         Ok(Placement {
-            devices: devices.to_vec(),
+            devices: Devices::new(devices),
             clocks,
             runtime: t.scaled(runtime, count) * t.app.time_factor(clocks),
         })

@@ -204,9 +204,47 @@ pub enum Input {
 /// Where a queued or running task goes and how long it takes there.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Placement {
-    pub devices: Vec<u32>,
+    pub devices: Devices,
     pub clocks: Clocks,
     pub runtime: f64,
+}
+
+/// The devices of a placement: one held in place (most tasks: no
+/// allocation, and no pointer to follow when its queue is dispatched), or
+/// a gang's.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Devices {
+    One(u32),
+    Gang(Box<[u32]>),
+}
+
+impl Devices {
+    pub fn new(devices: &[u32]) -> Devices {
+        match devices {
+            &[device] => Devices::One(device),
+            gang => Devices::Gang(gang.into()),
+        }
+    }
+}
+
+impl std::ops::Deref for Devices {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        match self {
+            Devices::One(device) => std::slice::from_ref(device),
+            Devices::Gang(devices) => devices,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Devices {
+    type Item = &'a u32;
+    type IntoIter = std::slice::Iter<'a, u32>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
 }
 
 /// A device and its local queue.
@@ -489,7 +527,7 @@ impl Core {
                 self.tasks.set_state(task, TaskState::Pending);
                 self.tasks.rest_mut(task).dvfs = None;
                 self.pending.insert(task);
-                for d in devices {
+                for &d in &devices {
                     self.consult(Event::DeviceChanged { device: d }, &mut actions);
                 }
             }
@@ -681,7 +719,7 @@ impl Core {
     }
 
     /// Frees the devices of a task that left them; returns them.
-    fn vacate(&mut self, key: TaskKey) -> Vec<u32> {
+    fn vacate(&mut self, key: TaskKey) -> Devices {
         let Some(placement) = self.tasks.rest_mut(key).placement.take() else {
             panic!("task {key} left devices it was never placed on");
         };
@@ -897,7 +935,7 @@ impl Core {
         }
         actions.push(Action::Start {
             task: key,
-            devices: placement.devices.clone(),
+            devices: placement.devices.to_vec(),
             clocks: placement.clocks,
             runtime: placement.runtime,
         });
