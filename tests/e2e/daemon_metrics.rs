@@ -263,14 +263,17 @@ fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restar
     // ended tasks once (the same sums, up to the order of addition) and
     // stores them.
     let db = d.state_dir().join("state.db");
-    assert_eq!(
-        sqlite(&db, "SELECT count(*) FROM meta WHERE key = 'tally'"),
-        "1"
-    );
-    d.terminate();
-    sqlite(&db, "DELETE FROM meta WHERE key = 'tally'");
-    d.restart();
-    let summed = dbus_metrics(&d);
+    let sums_stored = || sqlite(&db, "SELECT count(*) FROM meta WHERE key = 'tally'") == "1";
+    // The metrics after a restart onto the store as `sql` (through the
+    // sqlite3 shell) leaves it.
+    let restart_after = |d: &mut Daemon, sql: &str| {
+        d.terminate();
+        sqlite(&db, sql);
+        d.restart();
+        dbus_metrics(d)
+    };
+    assert!(sums_stored());
+    let summed = restart_after(&mut d, "DELETE FROM meta WHERE key = 'tally'");
     assert_eq!((summed.tasks, summed.dmc), (before.tasks, before.dmc));
     for (a, b) in [
         (summed.twt, before.twt),
@@ -283,27 +286,18 @@ fn daemon_serves_ended_tasks_from_the_store_and_keeps_their_sums_across_a_restar
             "{summed:?} vs {before:?}"
         );
     }
-    assert_eq!(
-        sqlite(&db, "SELECT count(*) FROM meta WHERE key = 'tally'"),
-        "1"
-    );
+    assert!(sums_stored());
     // Sums that no longer count the tasks stored as ended (an operator
     // pruned an old one) are made again from those tasks.
-    d.terminate();
-    sqlite(&db, "DELETE FROM tasks WHERE id = 't2'");
-    d.restart();
-    let summed = dbus_metrics(&d);
+    let summed = restart_after(&mut d, "DELETE FROM tasks WHERE id = 't2'");
     assert_eq!(summed.tasks, TASKS - 1);
     // Then a restart reads the stored sums, not the ended tasks: an old
     // ended record, out of the client tokens' window and unreadable, changes
     // neither the start nor the sums.
-    d.terminate();
-    sqlite(
-        &db,
+    let after = restart_after(
+        &mut d,
         "UPDATE tasks SET spec = 'not json', submitted = submitted - 2 * 86400 WHERE id = 't1'",
     );
-    d.restart();
-    let after = dbus_metrics(&d);
     assert_eq!(
         (
             after.tasks,
