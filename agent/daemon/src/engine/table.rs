@@ -25,7 +25,9 @@ struct Held {
 /// The tasks that have not ended. See the module documentation.
 #[derive(Default)]
 pub(super) struct TaskTable {
-    by_id: HashMap<String, Held>,
+    /// Boxed: a map keeps its values in its slots, and up to half of its
+    /// slots are empty after it grows; a task is about 500 bytes.
+    by_id: HashMap<String, Box<Held>>,
     /// Core key → id.
     by_key: HashMap<TaskKey, String>,
     /// The key [`TaskTable::admit`] hands out next.
@@ -42,7 +44,8 @@ impl TaskTable {
     /// one that has ended already is not kept (it is in the store).
     pub(super) fn insert(&mut self, info: TaskInfo) {
         if !info.state.is_terminal() {
-            self.by_id.insert(info.id.clone(), Held { info, key: None });
+            self.by_id
+                .insert(info.id.clone(), Box::new(Held { info, key: None }));
         }
     }
 
@@ -69,10 +72,10 @@ impl TaskTable {
         self.by_key.insert(key, info.id.clone());
         self.by_id.insert(
             info.id.clone(),
-            Held {
+            Box::new(Held {
                 info,
                 key: Some(key),
-            },
+            }),
         );
         key
     }
