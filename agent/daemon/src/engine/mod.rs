@@ -741,12 +741,12 @@ impl Engine {
     fn write_changes(&mut self, mut ops: Vec<Op>) {
         // A batch kept from a failed write holds the sums of then.
         ops.retain(|op| !matches!(op, Op::SetMeta(key, _) if key == tally::META_KEY));
-        // In the order written, each once.
+        // Tasks whose ended record this is, in the order written, each once.
         let mut seen = std::collections::HashSet::new();
         let ended: Vec<String> = ops
             .iter()
             .filter_map(|op| match op {
-                Op::Put(task) => Some(&task.id),
+                Op::Put(task) if task.state.is_terminal() => Some(&task.id),
                 _ => None,
             })
             .filter(|id| {
