@@ -133,15 +133,10 @@ impl Call {
     }
 }
 
-/// CPU seconds (utime + stime) of the daemon, the bus and this process.
-fn cpu_of(pids: [u32; 3]) -> [f64; 3] {
-    pids.map(cpu_seconds)
-}
-
 /// `calls` run concurrently, `n` times each: (calls per second, p99 ms,
-/// CPU microseconds per call of each of `pids`).
+/// CPU microseconds per call of each of `pids`: the daemon, the bus, this process).
 async fn concurrently(calls: Vec<Call>, n: usize, pids: [u32; 3]) -> (f64, f64, [f64; 3]) {
-    let cpu0 = cpu_of(pids);
+    let cpu0 = pids.map(cpu_seconds);
     let t = Instant::now();
     let handles: Vec<_> = calls
         .into_iter()
@@ -162,7 +157,7 @@ async fn concurrently(calls: Vec<Call>, n: usize, pids: [u32; 3]) -> (f64, f64, 
         ms.extend(h.await.unwrap());
     }
     let rate = ms.len() as f64 / t.elapsed().as_secs_f64();
-    let cpu1 = cpu_of(pids);
+    let cpu1 = pids.map(cpu_seconds);
     let per_call = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / ms.len() as f64 * 1e6);
     ms.sort_by(f64::total_cmp);
     (rate, percentile(&ms, 0.99), per_call)

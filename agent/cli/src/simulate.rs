@@ -183,6 +183,9 @@ pub fn run(args: Args) -> Result<()> {
     // one host and a large trace the first replay runs as the trace is
     // read, and is dropped if the trace is bad (`read_and_replay`).
     let single = args.hosts.len() == 1;
+    // One host and a large trace: read as the first replay runs.
+    let stream =
+        single && std::fs::metadata(&args.trace).is_ok_and(|m| m.len() >= STREAM_MIN_BYTES);
     let mut runs = Vec::new();
     let mut streamed = None;
     for path in &args.hosts {
@@ -194,8 +197,7 @@ pub fn run(args: Args) -> Result<()> {
                 spec.line
             );
         }
-        let large = std::fs::metadata(&args.trace).is_ok_and(|m| m.len() >= STREAM_MIN_BYTES);
-        let trace = if single && cluster.is_none() && large {
+        let trace = if stream && cluster.is_none() {
             let (trace, outcomes) = read_and_replay(&args, &host, &apps)?;
             streamed = Some(outcomes);
             trace
