@@ -103,6 +103,9 @@ pub struct Settings {
     /// `examples/host.toml`); a test may rewrite it ([`Daemon::host_path`])
     /// before a restart.
     pub host: Option<String>,
+    /// The `--state-dir` (`None`: a fresh temporary directory), such as one
+    /// on a file system the test mounted.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -112,6 +115,7 @@ impl Default for Settings {
             config: None,
             env: Vec::new(),
             host: None,
+            state_dir: None,
         }
     }
 }
@@ -176,7 +180,10 @@ impl Daemon {
 
     /// The state directory.
     pub fn state_dir(&self) -> &Path {
-        self.state.path()
+        self.settings
+            .state_dir
+            .as_deref()
+            .unwrap_or(self.state.path())
     }
 
     /// The daemon's plugin directory (a test may add or remove files).
@@ -235,7 +242,7 @@ impl Daemon {
             .arg("--time-scale")
             .arg(self.settings.time_scale.to_string())
             .arg("--state-dir")
-            .arg(self.state.path())
+            .arg(self.state_dir())
             .arg("--plugin-dir")
             .arg(self.plugins.path())
             .env("DBUS_SESSION_BUS_ADDRESS", self.bus.address())

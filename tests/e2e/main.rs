@@ -17,6 +17,7 @@ mod daemon_crash;
 mod daemon_dvfs;
 mod daemon_errors;
 mod daemon_exec;
+mod daemon_full_disk;
 mod daemon_health;
 mod daemon_metrics;
 mod daemon_mig;

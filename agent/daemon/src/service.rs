@@ -419,7 +419,12 @@ impl AgentService {
             .require_admin("adopt external tasks")?;
         let spec =
             gpu_agent_dbus::AdoptSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
-        self.ask(|reply| Request::Adopt { spec, reply }).await
+        self.ask(|reply| Request::Adopt {
+            id: None,
+            spec,
+            reply,
+        })
+        .await
     }
 
     /// Ends adopted task `id`: its GPUs' clocks are restored, its energy

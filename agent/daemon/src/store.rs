@@ -94,6 +94,12 @@ pub enum Op {
         /// The task's id.
         task: String,
     },
+    /// The requests stored up to `through` were carried out and their
+    /// changes are in this batch ([`Store::put_intent`]).
+    ClearIntents {
+        /// The last one's sequence number.
+        through: i64,
+    },
 }
 
 impl Op {
@@ -190,7 +196,8 @@ impl Store {
                  value TEXT NOT NULL,
                  PRIMARY KEY (gpu, control)
              );
-             CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);",
+             CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);
+             CREATE TABLE IF NOT EXISTS intents (seq INTEGER PRIMARY KEY, request TEXT NOT NULL);",
         )
         .map_err(|e| fail(e.to_string()))?;
         // Added after the first release: a task's clocks (JSON), for stores
@@ -370,6 +377,26 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Stores a request that changes state before it is carried out (its
+    /// own transaction; durable once [`Store::sync`] returns): its sequence
+    /// number, greater than every stored one's.
+    pub fn put_intent(&mut self, request: &str) -> Result<i64, StoreError> {
+        self.conn
+            .execute("INSERT INTO intents (request) VALUES (?1)", [request])?;
+        self.unsynced = true;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// The stored requests whose changes were never written
+    /// ([`Op::ClearIntents`]): (sequence number, request), in order.
+    pub fn intents(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT seq, request FROM intents ORDER BY seq")?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The controls changed and not yet restored.
     pub fn controls(&self) -> Result<Vec<ControlRecord>, StoreError> {
         let mut stmt = self
@@ -516,6 +543,9 @@ impl Store {
                     }
                     Op::ClearProcess { task } => {
                         tx.execute("DELETE FROM processes WHERE task = ?1", [task])?;
+                    }
+                    Op::ClearIntents { through } => {
+                        tx.execute("DELETE FROM intents WHERE seq <= ?1", [through])?;
                     }
                 }
             }

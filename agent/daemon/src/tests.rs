@@ -787,3 +787,47 @@ async fn a_mig_instance_found_without_a_uuid_at_startup_takes_no_task() {
     let refused = answer.await.unwrap().unwrap_err();
     assert!(refused.to_string().contains("no-uuid"), "{refused}");
 }
+
+/// Requests a previous run stored and answered but whose changes it never
+/// wrote (the disk was full) are carried out at the next start, in order,
+/// an adoption under the id it answered; their intents are then deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_requests_whose_changes_were_never_written_are_carried_out_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3600.0;
+    {
+        let mut store = Store::open(dir.path()).unwrap();
+        let intents = [
+            serde_json::json!({"request": "set_device_online", "gpu": 1, "online": false}),
+            serde_json::json!({"request": "adopt", "id": "t7", "spec": {
+                "devices": [0], "external_id": "slurm:1", "owner_uid": 1000,
+                "app": "default", "deadline": deadline,
+            }}),
+        ];
+        for intent in intents {
+            store.put_intent(&intent.to_string()).unwrap();
+        }
+        store.sync().unwrap();
+    }
+    let (setup, _mock, _notices) = setup(dir.path());
+    let (tx, rx) = Engine::channel();
+    let thread = Engine::start(setup, (tx.clone(), rx)).unwrap();
+    let (reply, census) = oneshot::channel();
+    tx.send(Request::Census { reply }).unwrap();
+    assert_eq!(census.await.unwrap().health, ["ok", "drained"]);
+    assert_eq!(stored(dir.path()), [("t7".into(), "running".into())]);
+    let (reply, stopped) = oneshot::channel();
+    tx.send(Request::Stop { reply }).unwrap();
+    stopped.await.unwrap();
+    drop(tx);
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.intents().unwrap(), []);
+}

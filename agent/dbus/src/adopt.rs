@@ -17,7 +17,7 @@ const ADOPT_KEYS: [(&str, &str, &str); 5] = [
 ];
 
 /// What `Adopt` is given (its `a{sv}`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdoptSpec {
     /// The GPUs the job holds.
     pub devices: Vec<u32>,

@@ -16,7 +16,7 @@ use zbus::zvariant::{OwnedValue, Value};
 use crate::task::Dict;
 
 /// A parameter value as it crossed the bus.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ParamValue {
     /// A boolean.
     Bool(bool),

@@ -13,7 +13,7 @@ use crate::host::{DeviceSpec, Partition};
 use crate::placement::{Layout, Request};
 
 /// What [`Core::begin_mig_change`] does when the GPU runs or holds tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum OnBusy {
     /// Drain: the change waits for running tasks to finish.
     Wait,

@@ -36,11 +36,12 @@ pub(super) struct Adopted {
 }
 
 impl Engine {
-    /// `Adopt`: checks `spec` against this host, stores the task, occupies
-    /// its devices and locks their clocks. A retried `Adopt` of the same
-    /// external id on the same devices answers the first id.
+    /// `Adopt`: checks `spec` against this host, stores the task as `id`,
+    /// occupies its devices and locks their clocks. A retried `Adopt` of the
+    /// same external id on the same devices answers the first id.
     pub(super) fn adopt(
         &mut self,
+        id: String,
         spec: AdoptSpec,
         round: &mut Round,
     ) -> Result<String, AgentError> {
@@ -72,7 +73,7 @@ impl Engine {
         task.name = spec.external_id.clone();
         task.external_id = spec.external_id.clone();
         let info = TaskInfo {
-            id: self.store.next_id(),
+            id,
             state: TaskStatus::Running,
             owner_uid: spec.owner_uid,
             devices: spec.devices.clone(),

@@ -115,12 +115,23 @@ pub fn resumes(store: &Store, gpu: u32) -> Result<bool, StoreError> {
 }
 
 /// `3g.20gb@0, 3g.20gb@4`, or `MIG off`.
-fn describe(layout: &[Instance]) -> String {
+pub(super) fn describe(layout: &[Instance]) -> String {
     if layout.is_empty() {
         return "MIG off".into();
     }
     let names: Vec<String> = layout.iter().map(Instance::to_string).collect();
     names.join(", ")
+}
+
+/// The instances of a layout as [`describe`] writes it, against `table`.
+fn placed_of_text(
+    table: &'static gpu_agent_core::mig::MigTable,
+    text: &str,
+) -> Result<Vec<Placed>, String> {
+    if text == "MIG off" {
+        return Ok(Vec::new());
+    }
+    text.split(", ").map(|t| Placed::parse(table, t)).collect()
 }
 
 /// What `ApplyMigConfig` asks of one GPU, checked against its model.
@@ -133,7 +144,7 @@ pub struct MigTarget {
 }
 
 /// `ApplyMigConfig`'s options.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MigOptions {
     /// Wait for running tasks, or refuse.
     pub on_busy: OnBusy,
@@ -607,14 +618,7 @@ impl Engine {
                 }
                 _ => continue,
             }
-            let requests: Result<Vec<Placed>, String> = if target == "MIG off" {
-                Ok(Vec::new())
-            } else {
-                target
-                    .split(", ")
-                    .map(|t| Placed::parse(table, t))
-                    .collect()
-            };
+            let requests = placed_of_text(table, &target);
             let now = self.time.model_now();
             let begun = requests.map_err(|e| e.to_string()).and_then(|r| {
                 self.decide(|core| core.begin_mig_change(now, gpu, &r, OnBusy::Wait))
@@ -639,6 +643,26 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// GPU `gpu`'s layout written as [`describe`] writes it.
+    pub(super) fn layout_of_text(&self, gpu: u32, text: &str) -> Result<Layout, String> {
+        let table = self
+            .core
+            .devices()
+            .find(|d| d.index == gpu && d.mig().is_none())
+            .and_then(|d| d.model.mig)
+            .ok_or_else(|| format!("GPU {gpu} has no MIG"))?;
+        placed_of_text(table, text)?
+            .into_iter()
+            .map(|p| {
+                let start = p.start.ok_or_else(|| format!("{text:?}: no start"))?;
+                Ok(Instance {
+                    profile: p.profile,
+                    start,
+                })
+            })
+            .collect()
     }
 
     /// Test hook (`GPU_AGENT_TEST_KILL_IN_MIG_APPLY=<file>`): the engine

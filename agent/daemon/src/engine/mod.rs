@@ -26,6 +26,7 @@
 mod adopt;
 mod executor;
 mod health;
+mod intent;
 mod lifecycle;
 mod mig_apply;
 mod mig_devices;
@@ -74,7 +75,7 @@ pub use time::Timebase;
 pub type Reply<T> = oneshot::Sender<Result<T, AgentError>>;
 
 /// Who is calling, as the bus vouches for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Caller {
     /// The caller's uid.
     pub uid: u32,
@@ -178,6 +179,9 @@ pub enum Request {
     },
     /// Adopt work the agent did not place (`Adopt`).
     Adopt {
+        /// The task id it is stored under, given with its intent
+        /// (`intent.rs`); `None` from the bus.
+        id: Option<String>,
         /// What was adopted.
         spec: gpu_agent_dbus::AdoptSpec,
         /// Answered with the task id once it is stored.
@@ -484,6 +488,9 @@ pub struct Engine {
     overruns: Agenda<TaskKey>,
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
+    /// The last request stored before it was carried out whose changes
+    /// are not written yet (`intent.rs`).
+    intents_through: Option<i64>,
     stopping: bool,
     /// Recent `client_token`s, for retried submissions.
     tokens: ClientTokens,
@@ -548,6 +555,7 @@ impl Engine {
             timers: Agenda::new(),
             overruns: Agenda::new(),
             unsaved: Vec::new(),
+            intents_through: None,
             stopping: false,
             tokens: ClientTokens::default(),
             kill_after_store: std::env::var("GPU_AGENT_TEST_KILL_AFTER_STORE").ok(),
@@ -573,6 +581,7 @@ impl Engine {
             })?;
         let mut round = engine.restore(health, stored, controls, processes)?;
         engine.resume_mig_changes(&mut round)?;
+        engine.replay_intents(&mut round)?;
         std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
@@ -739,8 +748,14 @@ impl Engine {
     /// tally, which the same batch stores: from now on the task is read
     /// from the store.
     fn write_changes(&mut self, mut ops: Vec<Op>) {
-        // A batch kept from a failed write holds the sums of then.
-        ops.retain(|op| !matches!(op, Op::SetMeta(key, _) if key == tally::META_KEY));
+        // A batch kept from a failed write holds the sums of then, and the
+        // requests carried out by then.
+        ops.retain(|op| match op {
+            Op::SetMeta(key, _) => key != tally::META_KEY,
+            Op::ClearIntents { .. } => false,
+            _ => true,
+        });
+        ops.extend(self.clear_intents());
         // Tasks whose ended record this is, in the order written, each once.
         let mut seen = std::collections::HashSet::new();
         let ended: Vec<String> = ops
@@ -777,6 +792,7 @@ impl Engine {
             self.unsaved = ops;
             return;
         }
+        self.intents_through = None;
         for id in &ended {
             self.tasks.retire(id);
         }

@@ -33,7 +33,7 @@ impl Engine {
     /// ended the runs and the core no longer follows them.
     pub(super) fn handle(&mut self, request: Request, round: &mut Round) {
         if !self.stopping {
-            return self.serve(request, round);
+            return self.serve_stored(request, round);
         }
         match request {
             Request::Submit { reply, .. } => {
@@ -75,8 +75,9 @@ impl Engine {
         }
     }
 
-    /// Handles one request as part of `round`, stopping or not.
-    fn serve(&mut self, request: Request, round: &mut Round) {
+    /// Handles one request as part of `round`, stopping or not (a request
+    /// that changes state once its intent is stored: `intent.rs`).
+    pub(super) fn serve(&mut self, request: Request, round: &mut Round) {
         match request {
             Request::Submit { owner, spec, reply } => {
                 if self.hang_on.as_ref().is_some_and(|name| *name == spec.name) {
@@ -166,8 +167,9 @@ impl Engine {
                 let result = self.set_device_online(gpu, online, round);
                 round.reply(reply, result);
             }
-            Request::Adopt { spec, reply } => {
-                let result = self.adopt(spec, round);
+            Request::Adopt { id, spec, reply } => {
+                let id = id.unwrap_or_else(|| self.store.next_id());
+                let result = self.adopt(id, spec, round);
                 round.reply(reply, result);
             }
             Request::Release { id, reply } => {
