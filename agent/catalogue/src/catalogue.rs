@@ -363,6 +363,28 @@ pub const CATALOGUE: &[GpuModel] = &[
         idle_w: 10.0,
         mig: None,
     },
+    // NVIDIA's A30 datasheet: 930 MHz base (the application clock) to
+    // 1440 MHz boost, HBM2 at 1215 MHz, 165 W.
+    GpuModel {
+        name: "A30-PCIe-24GB",
+        pci_device_id: 0x20B7_10DE,
+        nvml_name: "NVIDIA A30",
+        architecture: "Ampere",
+        memory_gb: 24.0,
+        core_default_mhz: 930,
+        mem_default_mhz: 1215,
+        clock_table: &[MemClockSteps {
+            mem_mhz: 1215,
+            core_max_mhz: 1440,
+            core_min_mhz: 210,
+            core_step_mhz: 15.0,
+        }],
+        power_min_w: 100.0,
+        power_default_w: 165.0,
+        power_max_w: 165.0,
+        idle_w: 30.0,
+        mig: Some(&mig::A30_24GB),
+    },
 ];
 
 /// The catalogue entry named `name`.

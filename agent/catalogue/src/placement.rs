@@ -513,7 +513,7 @@ impl fmt::Display for Configuration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mig::{A100_40GB, H100_80GB};
+    use crate::mig::{A100_40GB, A30_24GB, H100_80GB};
 
     fn profiles(table: &'static MigTable, ids: &[u32]) -> Vec<&'static MigProfile> {
         ids.iter().map(|&id| table.profile(id).unwrap()).collect()
@@ -607,6 +607,31 @@ mod tests {
         let tree = Tree::new(&H100_80GB, &profiles(&H100_80GB, &[19, 14, 9, 5, 0]));
         assert_eq!(tree.maximal_layouts().len(), 19);
         assert_eq!(tree.configurations().len(), 14);
+    }
+
+    #[test]
+    fn a30_has_five_maximal_layouts_and_four_configurations() {
+        // 4g; 2g+2g; 2g with two 1g, either half; four 1g.
+        let tree = Tree::default_profiles(&A30_24GB);
+        let layouts: Vec<String> = tree
+            .maximal_layouts()
+            .iter()
+            .map(|l| {
+                let names: Vec<String> = l.iter().map(Instance::to_string).collect();
+                names.join(" ")
+            })
+            .collect();
+        assert_eq!(
+            layouts,
+            [
+                "4g.24gb@0",
+                "2g.12gb@0 2g.12gb@2",
+                "2g.12gb@0 1g.6gb@2 1g.6gb@3",
+                "1g.6gb@0 1g.6gb@1 2g.12gb@2",
+                "1g.6gb@0 1g.6gb@1 1g.6gb@2 1g.6gb@3",
+            ]
+        );
+        assert_eq!(tree.configurations().len(), 4);
     }
 
     #[test]

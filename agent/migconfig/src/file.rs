@@ -9,6 +9,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_saphyr::{FlowMap, FlowSeq, Spanned};
 
+use gpu_agent_core::mig::ProfileName;
+
 use crate::error::{ConfigError, Pos};
 
 /// A mig-parted configuration file (`version: v1`).
@@ -156,43 +158,6 @@ impl std::str::FromStr for PciId {
             }),
         }
     }
-}
-
-/// Whether `name` has the form of a profile name: `<g>g.<mem>gb[+attr]`
-/// (GPU instance) or `<c>c.<g>g.<mem>gb[+attr]` (compute instance).
-fn profile_form(name: &str) -> Option<ProfileForm> {
-    let (base, attr) = match name.split_once('+') {
-        Some((b, a)) => (b, Some(a)),
-        None => (name, None),
-    };
-    if attr.is_some_and(|a| a.is_empty() || !a.bytes().all(|b| b.is_ascii_alphanumeric())) {
-        return None;
-    }
-    let number = |t: &str, unit: &str| {
-        t.strip_suffix(unit)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let parts: Vec<&str> = base.split('.').collect();
-    match parts[..] {
-        [g, m] if number(g, "g") && number(m, "gb") => Some(ProfileForm::Gpu),
-        [c, g, m] if number(c, "c") && number(g, "g") && number(m, "gb") => {
-            Some(ProfileForm::Compute)
-        }
-        _ => None,
-    }
-}
-
-/// The two forms of profile names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ProfileForm {
-    /// A GPU instance with one full-size compute instance.
-    Gpu,
-    /// A smaller compute instance (`1c.3g.20gb`).
-    Compute,
-}
-
-pub(crate) fn is_compute_profile(name: &str) -> bool {
-    profile_form(name) == Some(ProfileForm::Compute)
 }
 
 impl MigConfigFile {
@@ -511,11 +476,13 @@ fn check_entry(raw: Spanned<RawEntry>, key: &str) -> Result<Entry, ConfigError> 
     let mut mig_devices = Vec::with_capacity(raw_devices.len());
     for (name, count) in raw_devices {
         let pos = Pos::of(&count.referenced);
-        if profile_form(&name).is_none() {
+        if let Err(why) = ProfileName::parse(&name) {
             return Err(ConfigError::invalid(
                 pos,
                 md_key,
-                format!("`{name}` is not a profile name (<g>g.<mem>gb, e.g. 3g.20gb)"),
+                format!(
+                    "`{name}` is not a profile name: {why} ([<c>c.]<g>g.<mem>gb[+attributes|-attributes], e.g. 3g.20gb, 1g.10gb+me, 1c.3g.20gb)"
+                ),
             ));
         }
         let count = u32::try_from(count.value).map_err(|_| {

@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpu_agent_core::mig::{MigProfile, MigTable};
+use gpu_agent_core::mig::{MigProfile, MigTable, ProfileName};
 use gpu_agent_core::placement::{self, Instance};
 
 use crate::error::{ConfigError, ErrorKind, Pos};
-use crate::file::{is_compute_profile, Config, Devices, Entry, MigConfigFile, PciId};
+use crate::file::{Config, Devices, Entry, MigConfigFile, PciId};
 
 /// One GPU of the host, as a configuration sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +103,39 @@ pub fn resolve(
     Ok(targets.into_iter().map(|(g, (_, t))| (g, t)).collect())
 }
 
+/// The entries of `config` that select no GPU of `gpus`, each as
+/// `entry 1 (line 12: device-filter 0x20B710DE, devices all)`: what
+/// `gpuctl mig apply` and `assert` tell of a file written for several
+/// models.
+pub fn unmatched(config: &Config, gpus: &[HostGpu]) -> Vec<String> {
+    config
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !gpus.iter().any(|g| g.selected_by(e)))
+        .map(|(k, e)| {
+            let mut what = Vec::new();
+            if !e.device_filter.is_empty() {
+                let ids: Vec<String> = e.device_filter.iter().map(PciId::to_string).collect();
+                what.push(format!("device-filter {}", ids.join(", ")));
+            }
+            what.push(match &e.devices {
+                Devices::All => "devices all".to_string(),
+                Devices::List(l) => {
+                    let l: Vec<String> = l.iter().map(u32::to_string).collect();
+                    format!("devices {}", l.join(", "))
+                }
+            });
+            let at = if e.pos.line > 0 {
+                format!("line {}: ", e.pos.line)
+            } else {
+                String::new()
+            };
+            format!("entry {k} ({at}{})", what.join(", "))
+        })
+        .collect()
+}
+
 fn gpu_list(gpus: &[HostGpu]) -> String {
     match gpus.len() {
         0 => "it has no GPU".to_string(),
@@ -116,21 +149,6 @@ fn gpu_list(gpus: &[HostGpu]) -> String {
 /// The target one entry sets for one GPU.
 fn target(config: &Config, k: usize, entry: &Entry, gpu: &HostGpu) -> Result<Target, ConfigError> {
     let key = format!("mig-configs.{}[{k}].mig-devices", config.name);
-    if let Some(d) = entry
-        .mig_devices
-        .iter()
-        .find(|d| is_compute_profile(&d.profile))
-    {
-        return Err(ConfigError::new(
-            ErrorKind::NotSupported,
-            d.pos,
-            key,
-            format!(
-                "{}: compute-instance profiles are not supported; the agent creates one full-size compute instance per GPU instance",
-                d.profile
-            ),
-        ));
-    }
     if !entry.mig_enabled {
         return Ok(Target {
             gpu: gpu.index,
@@ -149,7 +167,9 @@ fn target(config: &Config, k: usize, entry: &Entry, gpu: &HostGpu) -> Result<Tar
     };
     let mut profiles: Vec<&'static MigProfile> = Vec::new();
     for d in &entry.mig_devices {
-        let Some(p) = table.profile_named(&d.profile) else {
+        let name = ProfileName::parse(&d.profile)
+            .map_err(|why| ConfigError::invalid(d.pos, key.clone(), why))?;
+        let Some(p) = table.profile_named(&name.gpu_instance().to_string()) else {
             let names: Vec<&str> = table.profiles.iter().map(|p| p.name).collect();
             return Err(ConfigError::invalid(
                 d.pos,
@@ -163,6 +183,27 @@ fn target(config: &Config, k: usize, entry: &Entry, gpu: &HostGpu) -> Result<Tar
                 ),
             ));
         };
+        if name.compute > name.slices {
+            return Err(ConfigError::invalid(
+                d.pos,
+                key,
+                format!(
+                    "{}: a compute instance of {} slices cannot be larger than its GPU instance ({})",
+                    d.profile, name.compute, p.name
+                ),
+            ));
+        }
+        if name.is_compute_instance() {
+            return Err(ConfigError::new(
+                ErrorKind::NotSupported,
+                d.pos,
+                key,
+                format!(
+                    "{}: compute-instance profiles are not supported: the agent makes one full-size compute instance in each GPU instance ({}) and schedules it as one device",
+                    d.profile, p.name
+                ),
+            ));
+        }
         if d.count > p.max_count {
             return Err(ConfigError::invalid(
                 d.pos,

@@ -7,7 +7,8 @@
 //!   ([`MigConfigFile::to_yaml`]);
 //! - [`host`]: a file against a host's GPUs: the per-GPU targets of one
 //!   configuration ([`resolve`]), what `assert` finds different
-//!   ([`mismatches`]) and the file `export` prints ([`export`]).
+//!   ([`mismatches`]), the entries that select no GPU ([`unmatched`]) and
+//!   the file `export` prints ([`export`]).
 
 pub mod error;
 pub mod file;
@@ -15,4 +16,4 @@ pub mod host;
 
 pub use error::{ConfigError, ErrorKind, Pos};
 pub use file::{Config, Devices, Entry, MigConfigFile, MigDevice, PciId};
-pub use host::{export, mismatches, resolve, GpuMig, HostGpu, Target};
+pub use host::{export, mismatches, resolve, unmatched, GpuMig, HostGpu, Target};

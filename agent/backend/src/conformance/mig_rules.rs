@@ -163,9 +163,20 @@ fn every_maximal_layout_builds_on_every_mig_model() {
     for model in CATALOGUE.iter().filter(|m| m.mig_capable()) {
         counts.push((model.name, every_maximal_layout_builds(model.name)));
     }
-    // The four MIG models share NVIDIA's 8-slice placement rules.
-    // (239 with the 1g+me and 1g double-memory variants.)
-    assert!(counts.iter().all(|&(_, c)| c == 239), "{counts:?}");
+    // The A100, H100 and H200 models share NVIDIA's 8-slice placement rules
+    // (239 with the 1g+me and 1g double-memory variants); the A30 has 4
+    // slices.
+    assert_eq!(
+        counts,
+        [
+            ("A100-SXM4-40GB", 239),
+            ("A100-SXM4-80GB", 239),
+            ("H100-SXM5-80GB", 239),
+            ("H100-PCIe-80GB", 239),
+            ("H200-SXM-141GB", 239),
+            ("A30-PCIe-24GB", 21),
+        ]
+    );
 }
 
 #[test]

@@ -167,7 +167,7 @@ fn schema_errors_name_line_column_and_key() {
         ),
         (
             one("devices: all\n      mig-enabled: true\n      mig-devices: {\"big\": 1}"),
-            "line 6, column 28: mig-configs.a[0].mig-devices: `big` is not a profile name (<g>g.<mem>gb, e.g. 3g.20gb)",
+            "line 6, column 28: mig-configs.a[0].mig-devices: `big` is not a profile name: expected 2 or 3 fields separated by `.` ([<c>c.]<g>g.<mem>gb[+attributes|-attributes], e.g. 3g.20gb, 1g.10gb+me, 1c.3g.20gb)",
         ),
         (
             one("devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 1, \"1g.5gb\": 2}"),
@@ -223,17 +223,33 @@ fn filters_and_profile_forms() {
     assert!(e.device_filter[0].matches(0x20B0_10DE, None));
     assert_eq!(e.device_filter[1].to_string(), "0x20B210DE:0x145F10DE");
     assert_eq!(e.devices, Devices::List(vec![3, 0]));
-    assert!(is_compute_profile("1c.3g.20gb"));
-    assert!(!is_compute_profile("3g.20gb"));
-    for bad in [
-        "3g",
-        "g.5gb",
-        "1g.5gb+",
-        "1x.5gb",
-        "1g.5gb+m-e",
-        "1c.2c.3g.20gb",
+    // Every form of go-nvlib's grammar reads; a name no GPU has is no error
+    // of the file.
+    let f = MigConfigFile::parse(&one(
+        "devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.24gb+me.all\": 1, \"1g.24gb-me\": 1, \"2g.48gb+gfx\": 1, \"1g.24gb+me,gfx\": 1, \"1c.2g.48gb+gfx\": 1, \"9g.999gb\": 1}",
+    ))
+    .unwrap();
+    assert_eq!(f.configs[0].entries[0].mig_devices.len(), 6);
+    for (bad, why) in [
+        ("3g", "expected 2 or 3 fields separated by `.`"),
+        ("g.5gb", "`g` is not `<number>g`"),
+        ("1g.5gb+", "an attribute is empty"),
+        ("1x.5gb", "`1x` is not `<number>g`"),
+        ("1g.5gb+m-e", "it has both `+` and `-` attributes"),
+        ("1c.2c.3g.20gb", "`2c` is not `<number>g`"),
     ] {
-        assert_eq!(profile_form(bad), None, "{bad}");
+        let text = one(&format!(
+            "devices: all\n      mig-enabled: true\n      mig-devices: {{\"{bad}\": 1}}"
+        ));
+        assert_eq!(
+            err(&text),
+            format!(
+                "line 6, column {}: mig-configs.a[0].mig-devices: `{bad}` is not a profile name: {why} \
+                 ([<c>c.]<g>g.<mem>gb[+attributes|-attributes], e.g. 3g.20gb, 1g.10gb+me, 1c.3g.20gb)",
+                25 + bad.len()
+            ),
+            "{bad}"
+        );
     }
 }
 

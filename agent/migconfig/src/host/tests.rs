@@ -108,7 +108,17 @@ fn refusals_name_the_place_and_the_kind() {
         (
             entry("[0]", "{\"1c.3g.20gb\": 1}"),
             ErrorKind::NotSupported,
-            "line 6, column 35: mig-configs.c[0].mig-devices: 1c.3g.20gb: compute-instance profiles are not supported; the agent creates one full-size compute instance per GPU instance",
+            "line 6, column 35: mig-configs.c[0].mig-devices: 1c.3g.20gb: compute-instance profiles are not supported: the agent makes one full-size compute instance in each GPU instance (3g.20gb) and schedules it as one device",
+        ),
+        (
+            entry("[0]", "{\"4c.3g.20gb\": 1}"),
+            ErrorKind::Invalid,
+            "line 6, column 35: mig-configs.c[0].mig-devices: 4c.3g.20gb: a compute instance of 4 slices cannot be larger than its GPU instance (3g.20gb)",
+        ),
+        (
+            entry("[0]", "{\"1g.5gb-me\": 1}"),
+            ErrorKind::Invalid,
+            "line 6, column 34: mig-configs.c[0].mig-devices: 1g.5gb-me is not a profile of A100-SXM4-40GB (GPU 0); its profiles: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb",
         ),
         (
             "version: v1\nmig-configs:\n  c:\n    - devices: all\n      mig-enabled: false\n    - devices: [1]\n      mig-enabled: false\n".into(),
@@ -241,6 +251,25 @@ fn assert_lists_every_difference() {
             "GPU 0: has 1× 3g.20gb, 4× 1g.5gb, wanted 1× 4g.20gb, 1× 3g.20gb",
             "GPU 1: MIG mode is off, wanted on",
             "GPU 2: selected by no entry",
+        ]
+    );
+}
+
+#[test]
+fn entries_that_select_no_gpu_are_named() {
+    let text = "version: v1\nmig-configs:\n  c:\n    - device-filter: \"0x20B010DE\"\n      devices: all\n      mig-enabled: false\n    - device-filter: [\"0x20B710DE\", \"0x233510DE\"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.6gb\": 4}\n    - devices: [5]\n      mig-enabled: false\n";
+    let file = MigConfigFile::parse(text).unwrap();
+    let config = file.config(None).unwrap();
+    assert_eq!(
+        unmatched(config, &[a100(0), h100(5)]),
+        ["entry 1 (line 7: device-filter 0x20B710DE, 0x233510DE, devices all)"]
+    );
+    assert_eq!(
+        unmatched(config, &[h100(0)]),
+        [
+            "entry 0 (line 4: device-filter 0x20B010DE, devices all)",
+            "entry 1 (line 7: device-filter 0x20B710DE, 0x233510DE, devices all)",
+            "entry 2 (line 11: devices 5)",
         ]
     );
 }

@@ -506,7 +506,7 @@ mod tests {
         assert_eq!(
             simulated("[[gpu]]\nmodel = \"T4\"\nspeed = 1\nmig = [\"1g.5gb\"]\n").unwrap_err(),
             "host.toml:4: gpu[0].mig: T4 has no MIG; MIG-capable models: A100-SXM4-40GB, \
-             A100-SXM4-80GB, H100-SXM5-80GB, H100-PCIe-80GB, H200-SXM-141GB"
+             A100-SXM4-80GB, H100-SXM5-80GB, H100-PCIe-80GB, H200-SXM-141GB, A30-PCIe-24GB"
         );
         assert_eq!(
             simulated(
