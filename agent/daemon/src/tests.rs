@@ -26,7 +26,12 @@ const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.0\
 /// An engine's setup on the mock of [`HOST`], with its state in `dir`; the
 /// mock, and where the engine's notices arrive.
 fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
-    let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), HOST).unwrap();
+    setup_on(dir, HOST)
+}
+
+/// [`setup`] on the mock of host file `host`.
+fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
+    let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), host).unwrap();
     // 1000x: a 10 s task takes 10 ms.
     let time = Timebase::new(1000.0).unwrap();
     let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
@@ -99,7 +104,20 @@ async fn serve_both(
     Arc<MockBackend>,
     zbus::Connection,
 ) {
-    let (setup, mock, notice_rx) = setup(dir);
+    serve_both_on(dir, HOST).await
+}
+
+/// [`serve_both`] on the mock of host file `host`.
+async fn serve_both_on(
+    dir: &Path,
+    host: &str,
+) -> (
+    Agent1Proxy<'static>,
+    zbus::Connection,
+    Arc<MockBackend>,
+    zbus::Connection,
+) {
+    let (setup, mock, notice_rx) = setup_on(dir, host);
     let requests = Engine::channel();
     let engine = requests.0.clone();
     Engine::start(setup, requests).unwrap();
@@ -556,55 +574,95 @@ async fn settled(
     }
 }
 
-/// Every maximal A100-40GB layout's configuration (mig.md §2.4: 14 of
-/// them) applies through `ApplyMigConfig` on the mock, one after another,
-/// and the GPU then asserts true.
+/// Every maximal layout's configuration of every MIG model of the catalogue,
+/// over all its profiles (`+me` and the 1g with twice the memory included),
+/// applies through `ApplyMigConfig` on a mock with one GPU of each, one
+/// after another on its GPU: the GPU is then laid out as first-fit
+/// decreasing places it and asserts true (only the other GPUs, which no
+/// entry selects, differ). The A100-40GB over profiles 19, 14, 9, 5, 0 has
+/// mig.md §2.4's 14 configurations.
 #[tokio::test(flavor = "multi_thread")]
-async fn every_maximal_a100_configuration_applies_through_apply_mig_config() {
-    use gpu_agent_core::{mig::A100_40GB, placement::Tree};
+async fn every_maximal_configuration_of_every_mig_model_applies_through_apply_mig_config() {
+    use gpu_agent_core::catalogue::CATALOGUE;
+    use gpu_agent_core::mig::A100_40GB;
+    use gpu_agent_core::placement::{self, Instance, Tree};
+    let models: Vec<_> = CATALOGUE.iter().filter(|m| m.mig_capable()).collect();
+    let host: String = models
+        .iter()
+        .map(|m| format!("[[gpu]]\nmodel = \"{}\"\nspeed = 1.0\n", m.name))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
-    let (agent, _server, _mock) = serve_mock(dir.path()).await;
+    let (agent, _client, mock, _server) = serve_both_on(dir.path(), &host).await;
     let mut changes = agent.receive_mig_changed().await.unwrap();
-    let profiles: Vec<_> = [19, 14, 9, 5, 0]
+    let a100: Vec<_> = [19, 14, 9, 5, 0]
         .iter()
         .map(|&id| A100_40GB.profile(id).unwrap())
         .collect();
-    let layouts = Tree::new(&A100_40GB, &profiles).maximal_layouts();
-    assert_eq!(layouts.len(), 19);
-    let mut previous = std::collections::BTreeMap::new();
-    let mut configurations = std::collections::BTreeSet::new();
-    for layout in &layouts {
-        let mut counts: std::collections::BTreeMap<&str, u32> = Default::default();
-        for i in layout {
-            *counts.entry(i.profile.name).or_default() += 1;
+    assert_eq!(Tree::new(&A100_40GB, &a100).configurations().len(), 14);
+    let mut applied = Vec::new();
+    for (gpu, model) in models.iter().enumerate() {
+        let gpu = gpu as u32;
+        let table = model.mig.unwrap();
+        let all: Vec<_> = table.profiles.iter().collect();
+        let configurations = Tree::new(table, &all).configurations();
+        for c in &configurations {
+            let mut counts: std::collections::BTreeMap<&str, u32> = Default::default();
+            for p in c.profiles() {
+                *counts.entry(p.name).or_default() += 1;
+            }
+            let devices: Vec<String> = counts
+                .iter()
+                .map(|(p, n)| format!("\"{p}\": {n}"))
+                .collect();
+            let yaml = format!(
+                "version: v1\nmig-configs:\n  plan:\n    - devices: [{gpu}]\n      mig-enabled: true\n      mig-devices: {{{}}}\n",
+                devices.join(", ")
+            );
+            let changing = agent
+                .apply_mig_config(&yaml, "plan", Default::default())
+                .await
+                .unwrap();
+            assert_eq!(changing, vec![gpu], "{yaml}");
+            let ((state, message), _) = settled(&mut changes, gpu).await;
+            assert_eq!(state, "stable", "{yaml}{message}");
+            let (_, mismatches) = agent.assert_mig_config(&yaml, "plan").await.unwrap();
+            let others: Vec<String> = (0..models.len() as u32)
+                .filter(|&g| g != gpu)
+                .map(|g| format!("GPU {g}: selected by no entry"))
+                .collect();
+            assert_eq!(mismatches, others, "{yaml}");
+            let mut made: Vec<Instance> = mock
+                .gpu_instances(gpu)
+                .unwrap()
+                .iter()
+                .map(|gi| Instance {
+                    profile: table.profile(gi.profile_id).unwrap(),
+                    start: gi.placement.start,
+                })
+                .collect();
+            made.sort();
+            assert_eq!(
+                Some(made),
+                placement::place_all(table, c.profiles()),
+                "{yaml}"
+            );
         }
-        configurations.insert(counts.clone());
-        let devices: Vec<String> = counts
-            .iter()
-            .map(|(p, n)| format!("\"{p}\": {n}"))
-            .collect();
-        let yaml = format!(
-            "version: v1\nmig-configs:\n  plan:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {{{}}}\n",
-            devices.join(", ")
-        );
-        let changing = agent
-            .apply_mig_config(&yaml, "plan", Default::default())
-            .await
-            .unwrap();
-        // A layout with the previous one's configuration changes nothing.
-        let same = counts == previous;
-        previous = counts;
-        assert_eq!(changing, if same { vec![] } else { vec![0] }, "{yaml}");
-        if same {
-            continue;
-        }
-        let ((state, message), _) = settled(&mut changes, 0).await;
-        assert_eq!(state, "stable", "{yaml}{message}");
-        let (_, mismatches) = agent.assert_mig_config(&yaml, "plan").await.unwrap();
-        // Only GPU 1, which no entry selects, differs.
-        assert_eq!(mismatches, vec!["GPU 1: selected by no entry".to_string()]);
+        applied.push((model.name, configurations.len()));
     }
-    assert_eq!(configurations.len(), 14);
+    // 64 configurations of 8 memory slices with 1g+me and 1g double; the
+    // A30's 9: 4g; two 2g (one may be +me); a 2g (or 2g+me) and two 1g (one
+    // may be +me); four 1g (one may be +me).
+    assert_eq!(
+        applied,
+        [
+            ("A100-SXM4-40GB", 64),
+            ("A100-SXM4-80GB", 64),
+            ("H100-SXM5-80GB", 64),
+            ("H100-PCIe-80GB", 64),
+            ("H200-SXM-141GB", 64),
+            ("A30-PCIe-24GB", 9),
+        ]
+    );
 }
 
 /// A drained GPU where a process the agent did not start runs is not
