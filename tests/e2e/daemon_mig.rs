@@ -53,13 +53,16 @@ fn daemon_mig_show_export_and_assert() {
         "the GPUs are as configuration current asks\n"
     );
 
-    // A configuration the host is not in: exit 1, each difference listed.
+    // A configuration the host is not in: exit 1, each difference listed,
+    // after the entry (the H100's) that selects no GPU here.
     let out = gpuctl(&d, &["mig", "assert", "-f", &example(), "-c", "balanced"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert_eq!(
         text(&out.stderr),
-        "GPU 0: MIG mode is off, wanted on\nGPU 1: MIG mode is off, wanted on\n\
+        "1 of the 2 entries of configuration balanced match no GPU of this host:\n  \
+         entry 1 (line 17: device-filter 0x233010DE, devices all)\n\
+         GPU 0: MIG mode is off, wanted on\nGPU 1: MIG mode is off, wanted on\n\
          GPU 2: selected by no entry\nGPU 3: selected by no entry\n\
          gpuctl: error: the GPUs differ from configuration balanced in 4 place(s)\n"
     );

@@ -335,6 +335,35 @@ fn daemon_mig_apply_through_gpuctl_follows_the_change() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("org.gpuagent.Agent1.Error.Busy"), "{err}");
     assert_eq!(instances(&layout(&d, 0)), ["3g.20gb@0", "3g.20gb@4"]);
+    // A file written for several models (NVIDIA's config-default.yaml is):
+    // the entries that select no GPU of this host are named, on stderr.
+    let multi = write(
+        work.path(),
+        "multi.yaml",
+        "version: v1\nmig-configs:\n  mixed:\n    - device-filter: \"0x20B010DE\"\n      devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n    - device-filter: [\"0x20B710DE\", \"0x233510DE\"]\n      devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.6gb+me\": 1, \"1g.18gb\": 6}\n  a30:\n    - device-filter: \"0x20B710DE\"\n      devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.6gb\": 4}\n",
+    );
+    let out = gpuctl(&d, &["mig", "apply", "-f", &multi, "-c", "mixed"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the GPUs are already as configuration mixed asks\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "1 of the 2 entries of configuration mixed match no GPU of this host:\n  \
+         entry 1 (line 8: device-filter 0x20B710DE, 0x233510DE, devices all)\n"
+    );
+    let out = gpuctl(&d, &["mig", "apply", "-f", &multi, "-c", "a30"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "nothing changed\n");
+    let none = "configuration a30 selects no GPU of this host; no entry matches:\n  \
+                entry 0 (line 13: device-filter 0x20B710DE, devices all)\n";
+    assert_eq!(String::from_utf8_lossy(&out.stderr), none);
+    let out = gpuctl(&d, &["mig", "assert", "-f", &multi, "-c", "a30"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with(none), "{err}");
+    assert!(err.contains("GPU 0: selected by no entry"), "{err}");
 }
 
 /// Every task id once, and each of `ids` among them.

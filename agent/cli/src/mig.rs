@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context, Result};
 use gpu_agent_dbus::{AgentError, MigLayout};
-use gpu_agent_migconfig::MigConfigFile;
+use gpu_agent_migconfig::{self as migconfig, HostGpu, MigConfigFile};
 
 use crate::client::{block_on, BusArgs, Client};
 use crate::table::{Align, Table};
@@ -165,28 +165,86 @@ pub fn run(args: Args) -> Result<()> {
 fn show(args: ShowArgs) -> Result<()> {
     let layouts = block_on(async {
         let client = Client::connect(&args.bus).await?;
-        let mut layouts = Vec::new();
-        let gpus: Box<dyn Iterator<Item = u32>> = match args.gpu {
-            Some(g) => Box::new(std::iter::once(g)),
-            None => Box::new(0..),
-        };
-        for gpu in gpus {
-            match client.agent.get_mig_layout(gpu).await {
-                Ok(d) => layouts.push(MigLayout::from_dict(&d).map_err(|e| anyhow!(e))?),
-                Err(zbus::Error::MethodError(name, _, _))
-                    if args.gpu.is_none() && name.as_str() == no_such_device() =>
-                {
-                    break
-                }
-                Err(e) => return Err(client.call(async { Err::<(), _>(e) }).await.unwrap_err()),
-            }
-        }
-        Ok(layouts)
+        layouts(&client, args.gpu).await
     })?;
     if args.json {
         return emit_json(&layouts);
     }
     emit(&show_text(&layouts))
+}
+
+/// GPU `gpu`'s MIG layout, or every GPU's.
+async fn layouts(client: &Client, gpu: Option<u32>) -> Result<Vec<MigLayout>> {
+    let mut layouts = Vec::new();
+    let gpus: Box<dyn Iterator<Item = u32>> = match gpu {
+        Some(g) => Box::new(std::iter::once(g)),
+        None => Box::new(0..),
+    };
+    for g in gpus {
+        match client.agent.get_mig_layout(g).await {
+            Ok(d) => layouts.push(MigLayout::from_dict(&d).map_err(|e| anyhow!(e))?),
+            Err(zbus::Error::MethodError(name, _, _))
+                if gpu.is_none() && name.as_str() == no_such_device() =>
+            {
+                break
+            }
+            Err(e) => return Err(client.call(async { Err::<(), _>(e) }).await.unwrap_err()),
+        }
+    }
+    Ok(layouts)
+}
+
+/// What the entries of configuration `config` that select no GPU of this
+/// host (its `layouts`) print on standard error (a file written for several
+/// models, as NVIDIA's `config-default.yaml`, names many), and whether no
+/// entry selects any.
+fn unmatched_text(file: &MigConfigFile, config: &str, layouts: &[MigLayout]) -> (bool, String) {
+    let Ok(config) = file.config(Some(config)) else {
+        return (false, String::new());
+    };
+    let gpus: Vec<HostGpu> = layouts
+        .iter()
+        .map(|l| HostGpu {
+            index: l.gpu,
+            model: l.model.clone(),
+            pci_id: l.pci_device_id,
+            pci_subsystem_id: l.pci_subsystem_id,
+            mig: None,
+        })
+        .collect();
+    let unmatched = migconfig::unmatched(config, &gpus);
+    if unmatched.is_empty() {
+        return (false, String::new());
+    }
+    let none = unmatched.len() == config.entries.len();
+    let head = if none {
+        format!(
+            "configuration {} selects no GPU of this host; no entry matches",
+            config.name
+        )
+    } else {
+        format!(
+            "{} of the {} entries of configuration {} match no GPU of this host",
+            unmatched.len(),
+            config.entries.len(),
+            config.name
+        )
+    };
+    let mut text = format!("{head}:\n");
+    for u in unmatched {
+        text.push_str(&format!("  {u}\n"));
+    }
+    (none, text)
+}
+
+/// [`unmatched_text`] on this host's GPUs; nothing where their layouts
+/// cannot be read (a GPU whose driver fails a MIG query): the note is told
+/// where it can be, and the command's outcome never depends on it.
+async fn unmatched_of(client: &Client, file: &MigConfigFile, config: &str) -> (bool, String) {
+    match layouts(client, None).await {
+        Ok(l) => unmatched_text(file, config, &l),
+        Err(_) => (false, String::new()),
+    }
 }
 
 fn no_such_device() -> String {
@@ -251,9 +309,9 @@ fn export(args: ExportArgs) -> Result<()> {
 }
 
 /// Reads the v1 file at `path` (`-`: standard input) and finds its
-/// configuration `name`: the file's text and the configuration's name.
-/// Read here first, before the daemon, so that errors name the file.
-fn read_config(path: &PathBuf, name: Option<&str>) -> Result<(String, String)> {
+/// configuration `name`: the file's text, the file, and the configuration's
+/// name. Read here first, before the daemon, so that errors name the file.
+fn read_config(path: &PathBuf, name: Option<&str>) -> Result<(String, MigConfigFile, String)> {
     let yaml = read(path)?;
     let shown = path.display();
     let file = MigConfigFile::parse(&yaml).map_err(|e| anyhow!("{shown}: {e}"))?;
@@ -262,7 +320,7 @@ fn read_config(path: &PathBuf, name: Option<&str>) -> Result<(String, String)> {
         .map_err(|e| anyhow!("{shown}: {e}"))?
         .name
         .clone();
-    Ok((yaml, config))
+    Ok((yaml, file, config))
 }
 
 /// Reads `path` (`-`: standard input).
@@ -279,16 +337,18 @@ fn read(path: &PathBuf) -> Result<String> {
 }
 
 fn assert(args: AssertArgs) -> Result<()> {
-    let (yaml, config) = read_config(&args.file, args.config.as_deref())?;
+    let (yaml, file, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
     if args.valid_config {
         return emit(&format!("{shown}: configuration {config} is valid\n"));
     }
     let (ok, mismatches) = block_on(async {
         let client = Client::connect(&args.bus).await?;
-        client
+        let found = client
             .call(client.agent.assert_mig_config(&yaml, &config))
-            .await
+            .await?;
+        eprint!("{}", unmatched_of(&client, &file, &config).await.1);
+        Ok(found)
     })
     .map_err(|e| anyhow!("{shown}: {e:#}"))?;
     if ok {
@@ -306,7 +366,7 @@ fn assert(args: AssertArgs) -> Result<()> {
 fn apply(args: ApplyArgs) -> Result<()> {
     use futures_util::StreamExt;
     use zbus::zvariant::{OwnedValue, Value};
-    let (yaml, config) = read_config(&args.file, args.config.as_deref())?;
+    let (yaml, file, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
     if !(args.timeout.is_finite() && args.timeout >= 0.0) {
         bail!("--timeout: expected seconds >= 0, got {}", args.timeout);
@@ -333,10 +393,14 @@ fn apply(args: ApplyArgs) -> Result<()> {
             .call(client.agent.apply_mig_config(&yaml, &config, options))
             .await
             .map_err(|e| anyhow!("{shown}: {e:#}"))?;
+        let (none, unmatched) = unmatched_of(&client, &file, &config).await;
+        eprint!("{unmatched}");
         if gpus.is_empty() {
-            emit(&format!(
-                "the GPUs are already as configuration {config} asks\n"
-            ))?;
+            emit(&if none {
+                "nothing changed\n".to_string()
+            } else {
+                format!("the GPUs are already as configuration {config} asks\n")
+            })?;
             return Ok(Vec::new());
         }
         let mut left: std::collections::BTreeSet<u32> = gpus.iter().copied().collect();
@@ -410,6 +474,8 @@ mod tests {
         let on = MigLayout {
             gpu: 0,
             model: "A100-SXM4-40GB".into(),
+            pci_device_id: Some(0x20B0_10DE),
+            pci_subsystem_id: None,
             capable: true,
             enabled: true,
             pending: true,
@@ -428,6 +494,8 @@ mod tests {
         let off = MigLayout {
             gpu: 1,
             model: "V100-SXM2-32GB".into(),
+            pci_device_id: Some(0x1DB5_10DE),
+            pci_subsystem_id: None,
             capable: false,
             enabled: false,
             pending: false,

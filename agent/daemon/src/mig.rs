@@ -93,6 +93,8 @@ impl MigView {
         Ok(MigLayout {
             gpu,
             model: host.model.clone(),
+            pci_device_id: host.pci_id,
+            pci_subsystem_id: host.pci_subsystem_id,
             capable: host.mig.is_some(),
             enabled,
             pending,

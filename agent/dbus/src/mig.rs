@@ -14,6 +14,11 @@ pub struct MigLayout {
     pub gpu: u32,
     /// The catalogue model, e.g. `A100-SXM4-40GB`.
     pub model: String,
+    /// PCI device and vendor id (`0x20B010DE`), which mig-parted's
+    /// `device-filter` matches; `None` from a daemon that does not send it.
+    pub pci_device_id: Option<u32>,
+    /// PCI subsystem id, when known.
+    pub pci_subsystem_id: Option<u32>,
     /// Whether the model supports MIG.
     pub capable: bool,
     /// MIG mode now.
@@ -68,7 +73,7 @@ impl MigLayout {
                 ])
             })
             .collect();
-        Dict::from([
+        let mut d = Dict::from([
             ("gpu".into(), owned(self.gpu)),
             ("model".into(), owned(self.model.as_str())),
             ("capable".into(), owned(self.capable)),
@@ -77,7 +82,14 @@ impl MigLayout {
             ("state".into(), owned(self.state.as_str())),
             ("message".into(), owned(self.message.as_str())),
             ("instances".into(), owned(instances)),
-        ])
+        ]);
+        if let Some(id) = self.pci_device_id {
+            d.insert("pci_device_id".into(), owned(id));
+        }
+        if let Some(id) = self.pci_subsystem_id {
+            d.insert("pci_subsystem_id".into(), owned(id));
+        }
+        d
     }
 
     /// Reads `GetMigLayout`'s answer.
@@ -103,9 +115,12 @@ impl MigLayout {
                 .collect::<Result<Vec<_>, String>>()?,
             _ => return Err("MIG layout without instances".into()),
         };
+        let optional = |key: &str| d.contains_key(key).then(|| get::<u32>(d, key)).transpose();
         Ok(MigLayout {
             gpu: get(d, "gpu")?,
             model: get::<&str>(d, "model")?.into(),
+            pci_device_id: optional("pci_device_id")?,
+            pci_subsystem_id: optional("pci_subsystem_id")?,
             capable: get(d, "capable")?,
             enabled: get(d, "enabled")?,
             pending: get(d, "pending")?,
