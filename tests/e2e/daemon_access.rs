@@ -14,22 +14,22 @@ use gpu_agent_dbus::{TaskStatus, REDACTED};
 
 use crate::daemon::{spec, Daemon, AGENT};
 
-const OUTSIDER: &str = "gpuagent-outsider";
-const MEMBER: &str = "gpuagent-member";
+pub(crate) const OUTSIDER: &str = "gpuagent-outsider";
+pub(crate) const MEMBER: &str = "gpuagent-member";
 const MEMBER_GROUP: &str = "gpu-agent";
 const ADMIN_GROUP: &str = "gpu-agent-admin";
 const DENIED: &str = "org.gpuagent.Agent1.Error.AccessDenied";
 
 /// A user the clients run as.
 #[derive(Debug, Clone, Copy)]
-struct As {
-    uid: u32,
-    gid: u32,
+pub(crate) struct As {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
-struct Users {
-    outsider: As,
-    member: As,
+pub(crate) struct Users {
+    pub(crate) outsider: As,
+    pub(crate) member: As,
     member_group_gid: u32,
 }
 
@@ -71,7 +71,7 @@ fn user(name: &str) -> As {
 }
 
 /// The test users, created once.
-fn users() -> &'static Users {
+pub(crate) fn users() -> &'static Users {
     static USERS: OnceLock<Users> = OnceLock::new();
     USERS.get_or_init(|| {
         if nix::unistd::Group::from_name(MEMBER_GROUP)
@@ -124,7 +124,7 @@ fn users() -> &'static Users {
 }
 
 /// Whether the tests can switch users; says so when they cannot.
-fn root_or_skip(test: &str) -> bool {
+pub(crate) fn root_or_skip(test: &str) -> bool {
     let root = nix::unistd::geteuid().is_root();
     if !root {
         println!("{test}: skipped: it runs clients as other users and needs root");

@@ -26,12 +26,6 @@ fn with(key: &str, value: OwnedValue) -> Dict {
     d
 }
 
-fn without(key: &str) -> Dict {
-    let mut d = base();
-    d.remove(key);
-    d
-}
-
 #[test]
 fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     let d = Daemon::start();
@@ -40,26 +34,21 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     d.wait_state(&first, TaskStatus::Succeeded, Duration::from_secs(10));
 
     let keys =
-        "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue, client_token";
+        "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue, client_token, workdir, output, error, umask";
     let cases: Vec<(&str, Dict, &str, String)> = vec![
-        // Missing keys.
+        // A key left out takes its default, but a relative directory or
+        // an error file without an output file is refused.
         (
-            "missing workload",
-            without("workload"),
+            "relative workdir",
+            with("workdir", v("proj")),
             INVALID,
-            "missing required key \"workload\" (d)".into(),
+            "key \"workdir\": expected an absolute directory, got \"proj\"".into(),
         ),
         (
-            "missing weight",
-            without("weight"),
+            "error without output",
+            with("error", v("e.txt")),
             INVALID,
-            "missing required key \"weight\" (d)".into(),
-        ),
-        (
-            "empty",
-            Dict::new(),
-            INVALID,
-            "missing required key \"workload\" (d)".into(),
+            "key \"error\": given without \"output\"".into(),
         ),
         // Wrong types.
         (
@@ -210,12 +199,12 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
     // busctl shows the daemon's message as it is.
     let out = d.busctl(&[
         "call", AGENT[0], AGENT[1], AGENT[2], "Submit", "a{sv}", "3", "workload", "d", "10",
-        "mem_gb", "d", "1", "deadline", "d", "60",
+        "mem_gb", "d", "1", "weight", "u", "1",
     ]);
     assert!(!out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "Call failed: missing required key \"weight\" (d)\n"
+        "Call failed: key \"weight\": expected type d (a number > 0), got u\n"
     );
 
     let proxy = d.proxy();

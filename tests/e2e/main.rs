@@ -29,6 +29,7 @@ mod daemon_params;
 mod daemon_policy;
 mod daemon_reload;
 mod daemon_startup;
+mod daemon_submit;
 mod demo;
 mod dvfs;
 mod edf_hier;

@@ -1,5 +1,8 @@
 //! `gpuctl submit`: queue a task on the daemon.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use gpu_agent_dbus::SubmitSpec;
 
@@ -9,26 +12,44 @@ use crate::units::parse_duration;
 
 /// Queue a task on gpu-agentd and print its id.
 ///
-/// Without a command the task is simulated: it holds its devices for its
-/// modelled run time. The daemon checks every value and refuses a bad one with
-/// its reason; nothing is stored for a refused task.
+/// As sbatch does, the command runs in the current directory (--chdir to
+/// choose another), with your environment (--export), and its output goes to
+/// gpu-agent-ID.out there (--output, --error). Only the command is required:
+/// without --time or --workload the estimate is one hour on the host's
+/// reference GPU, without --deadline the task is never late, without --mem it
+/// fits any GPU. Without a command the task is simulated: it holds its
+/// devices for its modelled run time. The daemon checks every value and
+/// refuses a bad one with its reason; nothing is stored for a refused task.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-    gpuctl submit --workload 120 --mem 16 --deadline 10m --weight 1 -- python3 train.py --epochs 3\n  \
-    gpuctl submit --workload 40 --mem 30 --deadline 1h30m --weight 2 --gpus 2 --name sweep --env SEED=7 -- ./run.sh\n  \
-    gpuctl submit --workload 5 --mem 1 --deadline 90 --weight 1      # simulated")]
+    gpuctl submit -- python3 train.py --epochs 3\n  \
+    gpuctl submit --time 2h --mem 16 --deadline 10h -- python3 train.py\n  \
+    gpuctl submit --time 40m --gpus 2 --name sweep --output %x-%t.log --export NONE --env SEED=7 -- ./run.sh\n  \
+    gpuctl submit --workload 5 --mem 1 --deadline 90      # simulated")]
 pub struct Args {
+    /// Expected run time on the host's reference GPU (speed 1.0) at default
+    /// clocks: seconds or a duration such as 90s, 10m, 2h, 1h30m. The same
+    /// as --workload with the seconds: a GPU of speed v takes T / v
+    /// [default: 1h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "workload")]
+    time: Option<f64>,
     /// Work units: a GPU of speed v runs the task in W / v seconds at default clocks.
     #[arg(long, value_name = "W", allow_negative_numbers = true)]
-    workload: f64,
-    /// Memory the task needs on each of its devices, GB.
+    workload: Option<f64>,
+    /// Memory the task needs on each of its devices, GB [default: 0, fits any device].
     #[arg(long, value_name = "GB", allow_negative_numbers = true)]
-    mem: f64,
-    /// Deadline after submission: seconds, or a duration such as 90s, 10m, 2h, 1h30m.
+    mem: Option<f64>,
+    /// Deadline after submission: seconds, or a duration such as 90s, 10m,
+    /// 2h, 1h30m [default: none, never late].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
-    deadline: f64,
+    deadline: Option<f64>,
     /// Priority weight: the cost of each second past the deadline.
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "X",
+        allow_negative_numbers = true,
+        default_value = "1"
+    )]
     weight: f64,
     /// Devices the task needs at once (a gang task starts on all together) [default: 1].
     #[arg(long, value_name = "N")]
@@ -48,9 +69,33 @@ pub struct Args {
     /// use that device); overrides workload / speed.
     #[arg(long, value_name = "S,S,...", value_delimiter = ',')]
     runtimes: Vec<f64>,
+    /// The command's working directory [default: the current directory]. The
+    /// daemon enters it as you; one you cannot enter is refused at once.
+    #[arg(long, short = 'D', value_name = "DIR")]
+    chdir: Option<PathBuf>,
+    /// Which of your environment variables the command gets: ALL, NONE (a
+    /// clean environment: HOME, USER, LOGNAME, SHELL and a fixed PATH), or a
+    /// comma-separated list of NAME (yours) and NAME=VALUE, with ALL to add
+    /// them to all of yours. CUDA_VISIBLE_DEVICES and GPU_AGENT_TASK_ID are
+    /// always the agent's.
+    #[arg(long, value_name = "ALL|NONE|VAR,...", default_value = "ALL", value_parser = Export::parse)]
+    export: Export,
     /// Set an environment variable for the command; repeat for several.
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// Where the command's stdout (and stderr, without --error) goes, from
+    /// its working directory: %t (or %j) the task id, %u your user name, %x
+    /// the task's name (its program's without --name), %% a %.
+    #[arg(
+        long,
+        short = 'o',
+        value_name = "PATTERN",
+        default_value = "gpu-agent-%t.out"
+    )]
+    output: String,
+    /// Where the command's stderr goes, as --output [default: with stdout].
+    #[arg(long, short = 'e', value_name = "PATTERN")]
+    error: Option<String>,
     /// Queue the task again if the daemon dies while it runs (instead of marking it lost).
     #[arg(long)]
     requeue: bool,
@@ -74,6 +119,61 @@ pub struct Args {
     json: bool,
 }
 
+/// What `--export` passes on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// Every variable of the caller's.
+    all: bool,
+    /// Variables of the caller's by name.
+    names: Vec<String>,
+    /// Variables given with their values.
+    set: Vec<(String, String)>,
+}
+
+impl Export {
+    /// `ALL`, `NONE`, or a comma-separated list of `ALL`, `NAME` and `NAME=VALUE`.
+    fn parse(text: &str) -> Result<Export, String> {
+        let mut export = Export {
+            all: false,
+            names: Vec::new(),
+            set: Vec::new(),
+        };
+        if text == "NONE" {
+            return Ok(export);
+        }
+        for item in text.split(',') {
+            match item.split_once('=') {
+                _ if item == "ALL" => export.all = true,
+                Some((name, value)) if valid_name(name) => {
+                    export.set.push((name.to_string(), value.to_string()))
+                }
+                None if valid_name(item) => export.names.push(item.to_string()),
+                _ => {
+                    return Err(format!(
+                        "expected ALL, NONE, or a list of NAME and NAME=VALUE separated by commas, got {item:?}"
+                    ))
+                }
+            }
+        }
+        Ok(export)
+    }
+
+    /// The variables to send, from the caller's `vars`.
+    fn pick(&self, vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = vars
+            .into_iter()
+            .filter(|(name, _)| self.all || self.names.contains(name))
+            .collect();
+        env.extend(self.set.iter().cloned());
+        env
+    }
+}
+
+/// Whether `name` can be an environment variable's name.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0', ','])
+}
+
 /// `NAME=VALUE` split at its first `=`; the value may be empty or hold `=`.
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -82,9 +182,53 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The spec `args` describe.
-fn spec(args: &Args) -> SubmitSpec {
-    let mut spec = SubmitSpec::new(args.workload, args.mem, args.deadline, args.weight);
+/// Where the caller is: its environment (the variables that are UTF-8, as
+/// D-Bus carries them), its current directory and its umask.
+struct Caller {
+    vars: Vec<(String, String)>,
+    cwd: PathBuf,
+    umask: u32,
+}
+
+impl Caller {
+    /// This process's.
+    fn this() -> Result<Caller> {
+        let vars = std::env::vars_os()
+            .filter_map(
+                |(name, value)| match (name.into_string(), value.into_string()) {
+                    (Ok(name), Ok(value)) => Some((name, value)),
+                    (name, _) => {
+                        eprintln!(
+                        "gpuctl: warning: environment variable {name:?} is not UTF-8; not passed on"
+                    );
+                        None
+                    }
+                },
+            )
+            .collect();
+        let cwd = std::env::current_dir().context("cannot read the current directory")?;
+        // umask can only be read by setting it: set it back at once.
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::empty());
+        nix::sys::stat::umask(umask);
+        Ok(Caller {
+            vars,
+            cwd,
+            umask: umask.bits(),
+        })
+    }
+}
+
+/// The spec `args` describe, submitted by `caller`.
+fn spec(args: &Args, caller: Caller) -> Result<SubmitSpec> {
+    let mut spec = SubmitSpec::default();
+    if let Some(workload) = args.time.or(args.workload) {
+        spec.workload = workload;
+    }
+    if let Some(mem) = args.mem {
+        spec.mem_gb = mem;
+    }
+    spec.deadline = args.deadline;
+    spec.weight = args.weight;
     if let Some(gpus) = args.gpus {
         spec.gpus = gpus;
     }
@@ -96,11 +240,25 @@ fn spec(args: &Args) -> SubmitSpec {
         spec.name = name.clone();
     }
     spec.runtimes = args.runtimes.clone();
-    spec.env = args.env.iter().cloned().collect();
     spec.requeue = args.requeue;
     spec.command = args.command.clone();
     spec.client_token = args.client_token.clone().unwrap_or_default();
-    spec
+    if !spec.command.is_empty() {
+        spec.env = args.export.pick(caller.vars);
+        let dir = match &args.chdir {
+            Some(dir) => caller.cwd.join(dir),
+            None => caller.cwd,
+        };
+        spec.workdir = dir
+            .to_str()
+            .with_context(|| format!("the working directory {} is not UTF-8", dir.display()))?
+            .to_string();
+        spec.output = args.output.clone();
+        spec.error = args.error.clone().unwrap_or_default();
+        spec.umask = Some(caller.umask);
+    }
+    spec.env.extend(args.env.iter().cloned());
+    Ok(spec)
 }
 
 /// A fresh random retry key: 16 bytes of the kernel's randomness, in hex.
@@ -137,7 +295,7 @@ fn retryable(error: &zbus::Error) -> bool {
 
 /// Submits the task and prints its id.
 pub fn run(args: Args) -> Result<()> {
-    let mut spec = spec(&args);
+    let mut spec = spec(&args, Caller::this()?)?;
     if spec.client_token.is_empty() {
         spec.client_token = new_token()?;
     }
@@ -183,7 +341,6 @@ pub fn run(args: Args) -> Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
-    use std::collections::BTreeMap;
 
     #[derive(Parser)]
     struct Cli {
@@ -191,9 +348,32 @@ mod tests {
         args: Args,
     }
 
+    /// A caller in /home/alice/proj with umask 027 and three variables.
+    fn caller() -> Caller {
+        Caller {
+            vars: [
+                ("PATH", "/home/alice/proj/bin:/usr/bin"),
+                ("HOME", "/home/alice"),
+                ("LANG", "C.UTF-8"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            cwd: PathBuf::from("/home/alice/proj"),
+            umask: 0o027,
+        }
+    }
+
     fn parse(argv: &[&str]) -> Result<SubmitSpec, clap::Error> {
         let argv = std::iter::once("submit").chain(argv.iter().copied());
-        Cli::try_parse_from(argv).map(|cli| spec(&cli.args))
+        Cli::try_parse_from(argv).map(|cli| spec(&cli.args, caller()).unwrap())
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -209,7 +389,30 @@ mod tests {
     }
 
     #[test]
-    fn the_four_numbers_alone_give_the_default_spec() {
+    fn the_command_alone_runs_where_and_as_it_was_typed() {
+        let spec = parse(&["--", "python", "train.py"]).unwrap();
+        assert_eq!(
+            spec,
+            SubmitSpec {
+                command: vec!["python".into(), "train.py".into()],
+                env: env(&[
+                    ("HOME", "/home/alice"),
+                    ("LANG", "C.UTF-8"),
+                    ("PATH", "/home/alice/proj/bin:/usr/bin"),
+                ]),
+                workdir: "/home/alice/proj".into(),
+                output: "gpu-agent-%t.out".into(),
+                umask: Some(0o027),
+                ..SubmitSpec::default()
+            }
+        );
+        // `run` gives every submission a fresh token.
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert!(a.len() == 32 && a != b, "{a} {b}");
+    }
+
+    #[test]
+    fn a_simulated_task_takes_nothing_of_the_caller() {
         let spec = parse(&[
             "--workload",
             "12.5",
@@ -222,9 +425,36 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(spec, SubmitSpec::new(12.5, 30.0, 600.0, 2.0));
-        // `run` gives every submission a fresh token.
-        let (a, b) = (new_token().unwrap(), new_token().unwrap());
-        assert!(a.len() == 32 && a != b, "{a} {b}");
+        assert_eq!(parse(&[]).unwrap(), SubmitSpec::default());
+    }
+
+    #[test]
+    fn export_picks_the_callers_variables() {
+        let exported = |export: &str| parse(&["--export", export, "--", "true"]).unwrap().env;
+        assert_eq!(exported("NONE"), env(&[]));
+        assert_eq!(
+            exported("LANG,X=1"),
+            env(&[("LANG", "C.UTF-8"), ("X", "1")])
+        );
+        assert_eq!(exported("ALL,PATH=/bin").len(), 3);
+        assert_eq!(exported("ALL,PATH=/bin")["PATH"], "/bin");
+        // --env goes over them all.
+        let spec = parse(&["--export", "NONE", "--env", "A=1", "--", "true"]).unwrap();
+        assert_eq!(spec.env, env(&[("A", "1")]));
+        let e = parse(&["--export", "A,=b", "--", "true"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("expected ALL, NONE, or a list of NAME and NAME=VALUE"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn time_is_the_workload_on_the_reference_gpu() {
+        let spec = parse(&["--time", "1h30m", "--", "true"]).unwrap();
+        assert_eq!(spec.workload, 5400.0);
+        let e = parse(&["--time", "1h", "--workload", "3", "--", "true"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
     }
 
     #[test]
@@ -248,10 +478,18 @@ mod tests {
             "train",
             "--runtimes",
             "10,inf",
+            "--export",
+            "NONE",
             "--env",
             "A=1",
             "--env",
             "B=x=y",
+            "--chdir",
+            "../data",
+            "--output",
+            "%x.out",
+            "--error",
+            "/tmp/%x.err",
             "--requeue",
             "--client-token",
             "k1",
@@ -266,18 +504,22 @@ mod tests {
             SubmitSpec {
                 workload: 1.0,
                 mem_gb: 0.0,
-                deadline: 5400.0,
+                deadline: Some(5400.0),
                 weight: 1.0,
                 gpus: 2,
                 gpus_alt: vec![1, 4],
                 app: "nbody".into(),
                 runtimes: vec![10.0, f64::INFINITY],
                 command: vec!["/bin/sh".into(), "-c".into(), "echo --json".into()],
-                env: BTreeMap::from([("A".into(), "1".into()), ("B".into(), "x=y".into())]),
+                env: env(&[("A", "1"), ("B", "x=y")]),
                 name: "train".into(),
                 requeue: true,
                 client_token: "k1".into(),
                 external_id: String::new(),
+                workdir: "/home/alice/proj/../data".into(),
+                output: "%x.out".into(),
+                error: "/tmp/%x.err".into(),
+                umask: Some(0o027),
             }
         );
     }
@@ -301,21 +543,8 @@ mod tests {
     }
 
     #[test]
-    fn the_four_numbers_are_required() {
-        let e = parse(&["--workload", "1", "--mem", "1", "--deadline", "1"]).unwrap_err();
-        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
-        assert!(e.to_string().contains("--weight <X>"), "{e}");
-        let e = parse(&[
-            "--workload",
-            "1",
-            "--mem",
-            "1",
-            "--deadline",
-            "soon",
-            "--weight",
-            "1",
-        ])
-        .unwrap_err();
+    fn bad_durations_are_named() {
+        let e = parse(&["--deadline", "soon"]).unwrap_err();
         assert!(
             e.to_string().contains("expected seconds or a duration"),
             "{e}"

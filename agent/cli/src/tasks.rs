@@ -66,6 +66,10 @@ pub struct WatchArgs {
     json: bool,
 }
 
+/// The most environment variables `gpuctl task` lists; beyond, it counts
+/// them (a submission exports the caller's whole environment).
+const ENV_SHOWN: usize = 8;
+
 /// Reads the daemon's task dictionary.
 fn task(dict: &Dict) -> Result<TaskInfo> {
     TaskInfo::from_dict(dict).map_err(|e| anyhow!("the daemon sent a bad task: {e}"))
@@ -296,25 +300,28 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
             ),
         ));
     }
-    let due = t.submitted + s.deadline;
-    let verdict = match t.finished {
-        Some(end) if t.state == TaskStatus::Succeeded && end <= due => ", met".to_string(),
-        Some(end) if t.state == TaskStatus::Succeeded => {
-            format!(", missed by {}", units::duration(end - due))
+    let deadline = match s.deadline {
+        Some(deadline) => {
+            let due = t.submitted + deadline;
+            let verdict = match t.finished {
+                Some(end) if t.state == TaskStatus::Succeeded && end <= due => ", met".to_string(),
+                Some(end) if t.state == TaskStatus::Succeeded => {
+                    format!(", missed by {}", units::duration(end - due))
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{} after submission: {}{verdict}",
+                units::duration(deadline),
+                clock.long(due)
+            )
         }
-        _ => String::new(),
+        None => "- (never late)".into(),
     };
     rows.extend([
         ("workload", format!("{} work units", s.workload)),
         ("memory", format!("{} GB per device", s.mem_gb)),
-        (
-            "deadline",
-            format!(
-                "{} after submission: {}{verdict}",
-                units::duration(s.deadline),
-                clock.long(due)
-            ),
-        ),
+        ("deadline", deadline),
         ("weight", s.weight.to_string()),
         (
             "gpus",
@@ -349,12 +356,40 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
             shell_line(&s.command)
         },
     ));
-    let env: Vec<String> = s
-        .env
-        .iter()
-        .map(|(k, v)| shell_line(&[format!("{k}={v}")]))
-        .collect();
-    rows.push(("env", or_dash(&env.join(" "))));
+    if !s.command.is_empty() {
+        let home = "- (the owner's home directory)";
+        rows.push((
+            "workdir",
+            if s.workdir.is_empty() {
+                home.into()
+            } else {
+                s.workdir.clone()
+            },
+        ));
+        let log = "- (the daemon's log: the journal, or its state directory's logs/)";
+        rows.push((
+            "output",
+            if s.output.is_empty() {
+                log.into()
+            } else {
+                s.output.clone()
+            },
+        ));
+        if !s.error.is_empty() {
+            rows.push(("error", s.error.clone()));
+        }
+    }
+    let env = if s.env.len() > ENV_SHOWN {
+        format!("{} variables (--json lists them)", s.env.len())
+    } else {
+        let env: Vec<String> = s
+            .env
+            .iter()
+            .map(|(k, v)| shell_line(&[format!("{k}={v}")]))
+            .collect();
+        or_dash(&env.join(" "))
+    };
+    rows.push(("env", env));
     rows.push(("requeue", if s.requeue { "yes" } else { "no" }.into()));
     let mut table = Table::new(&[Align::Left, Align::Left]);
     for (key, value) in rows {
@@ -394,7 +429,7 @@ mod tests {
             spec: SubmitSpec {
                 workload: 12.5,
                 mem_gb: 30.0,
-                deadline: 600.0,
+                deadline: Some(600.0),
                 weight: 2.0,
                 gpus: 2,
                 gpus_alt: vec![1],
@@ -406,6 +441,10 @@ mod tests {
                 requeue: true,
                 client_token: String::new(),
                 external_id: String::new(),
+                workdir: "/home/alice/proj".into(),
+                output: "/home/alice/proj/gpu-agent-t3.out".into(),
+                error: String::new(),
+                umask: Some(0o022),
             },
             clocks: None,
         }
@@ -468,6 +507,8 @@ mod tests {
              app        nbody\n\
              runtimes   0: 10s, 1: inf\n\
              command    /bin/sh -c 'echo '\\''hi'\\'' $X'\n\
+             workdir    /home/alice/proj\n\
+             output     /home/alice/proj/gpu-agent-t3.out\n\
              env        'A=b c' X=1\n\
              requeue    yes\n"
         );

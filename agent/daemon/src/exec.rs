@@ -7,7 +7,8 @@
 //! (`enable_all`): tokio reaps children on `SIGCHLD`.
 //!
 //! - The child runs as the task's uid, with that user's primary gid and
-//!   supplementary groups, in the user's home directory (`/` when it does not
+//!   supplementary groups, in the task's working directory, entered as that
+//!   user (without one, the user's home directory, `/` when it does not
 //!   exist), with a clean environment: `HOME`, `USER`, `LOGNAME`, `SHELL`, a
 //!   fixed `PATH`, then the task's own variables, then `CUDA_VISIBLE_DEVICES`
 //!   and `GPU_AGENT_TASK_ID`. Nothing of the daemon's environment leaks.
@@ -15,12 +16,18 @@
 //!   everything it started; stdin is `/dev/null`.
 //! - Its stdout and stderr go to a log file, or line by line to the `log`
 //!   crate with a `task_id` key-value, which systemd-journal-logger writes as
-//!   the journal field `TASK_ID`.
+//!   the journal field `TASK_ID`, or to files of the task's user, opened as
+//!   that user (and also to the `log` crate under the journal).
+//! - What the daemon does as the task's user before the process exists
+//!   (entering its working directory, opening its output) runs on a thread
+//!   of its own with the user's file-system credentials ([`as_user`]), so
+//!   the kernel checks the user's permissions, not root's.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -59,6 +66,18 @@ pub enum LogSink {
     /// Appended to this file (created with mode 0640, with its parent
     /// directory, and owned by the task's user when the daemon is root).
     File(PathBuf),
+    /// Appended to files the task's user opens (created under the task's
+    /// umask, mode 0666 before it; paths relative to the working
+    /// directory): stdout to `output`, stderr to `error` or with stdout.
+    /// With `journal`, each line also goes as for [`LogSink::Journal`].
+    User {
+        /// Stdout's file (and stderr's without `error`).
+        output: PathBuf,
+        /// Stderr's file.
+        error: Option<PathBuf>,
+        /// Whether the lines also go to the `log` crate.
+        journal: bool,
+    },
 }
 
 /// What to run.
@@ -75,6 +94,11 @@ pub struct Launch {
     /// GPU or MIG UUIDs, comma-joined into `CUDA_VISIBLE_DEVICES` (empty
     /// when the task has none, which hides every GPU).
     pub visible_devices: Vec<String>,
+    /// The working directory, entered as the user (`None`: the user's home
+    /// directory, or `/` when it does not exist).
+    pub workdir: Option<PathBuf>,
+    /// The file mode creation mask (`None`: the daemon's).
+    pub umask: Option<u32>,
     /// Where stdout and stderr go.
     pub log: LogSink,
 }
@@ -158,6 +182,26 @@ pub enum ExecError {
         /// The task's uid.
         uid: u32,
     },
+    /// The user cannot enter the working directory.
+    #[error("user {user} cannot enter the working directory {}: {source}", path.display())]
+    Workdir {
+        /// The directory.
+        path: PathBuf,
+        /// The task's user.
+        user: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The user cannot create or open an output file.
+    #[error("user {user} cannot open the output file {}: {source}", path.display())]
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// The task's user.
+        user: String,
+        /// Why.
+        source: io::Error,
+    },
     /// The log file could not be created or opened.
     #[error("cannot open the task log {}: {source}", path.display())]
     Log {
@@ -184,35 +228,9 @@ struct Credentials {
     groups: Vec<Gid>,
 }
 
-/// Spawns the task's process in its own process group (pgid == pid) and
-/// returns its pid.
-///
-/// `on_exit` is called exactly once, from a task on `rt`, when the process
-/// has ended and its output has been forwarded (for [`LogSink::Journal`],
-/// waiting at most half a second after the exit for output still held open
-/// by processes it left behind; their later lines are still forwarded). When
-/// `spawn` returns `Err`, nothing was started and `on_exit` is never called.
-///
-/// When the daemon is root the process runs as `launch.uid` with that user's
-/// groups; otherwise `launch.uid` must be the daemon's own uid.
-pub fn spawn(
-    launch: Launch,
-    rt: &Handle,
-    on_exit: impl FnOnce(Exit) + Send + 'static,
-) -> Result<u32, ExecError> {
-    let Launch {
-        task_id,
-        argv,
-        env,
-        uid,
-        visible_devices,
-        log: sink,
-    } = launch;
-    let Some((program, args)) = argv.split_first() else {
-        return Err(ExecError::EmptyCommand { task_id });
-    };
-    check_env(&env)?;
-
+/// The user with `uid` and the credentials to take on for them: `None` when
+/// the daemon is that user; an error when it is neither root nor them.
+fn credentials(uid: u32) -> Result<(User, Option<Credentials>), ExecError> {
     let user = User::from_uid(Uid::from_raw(uid))
         .map_err(|source| ExecError::UserLookup { uid, source })?
         .ok_or(ExecError::NoSuchUser { uid })?;
@@ -240,6 +258,146 @@ pub fn spawn(
             uid,
         });
     };
+    Ok((user, credentials))
+}
+
+/// Runs `work` on a thread of its own that has its own working directory
+/// and umask and, with `credentials`, the user's file-system uid, gid and
+/// groups: the kernel then checks each path `work` opens or enters as it
+/// would for the user (root's overrides do not apply). The daemon's other
+/// threads are untouched.
+fn as_user<T: Send>(
+    credentials: Option<&Credentials>,
+    work: impl FnOnce() -> io::Result<T> + Send,
+) -> io::Result<T> {
+    std::thread::scope(|scope| {
+        let thread = scope.spawn(|| {
+            // SAFETY: unshare, setgroups (the raw system call: glibc's
+            // wrapper would change every thread's groups), setfsgid and
+            // setfsuid only change this thread's own state, which ends with
+            // it; `groups` outlives the call.
+            unsafe {
+                if libc::unshare(libc::CLONE_FS) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some(c) = credentials {
+                    let groups: Vec<libc::gid_t> = c.groups.iter().map(|g| g.as_raw()).collect();
+                    if libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    libc::setfsgid(c.gid.as_raw());
+                    libc::setfsuid(c.uid.as_raw());
+                    // They report no failure: read them back (an invalid id
+                    // changes nothing and answers the current one).
+                    if libc::setfsuid(u32::MAX) as u32 != c.uid.as_raw()
+                        || libc::setfsgid(u32::MAX) as u32 != c.gid.as_raw()
+                    {
+                        return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+                    }
+                }
+            }
+            work()
+        });
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the thread acting as the user panicked")))
+    })
+}
+
+/// Checks that user `uid` can enter `dir` (as a task's working directory),
+/// by entering it as the user.
+pub fn check_workdir(uid: u32, dir: &Path) -> Result<(), ExecError> {
+    let (user, credentials) = credentials(uid)?;
+    enter(credentials.as_ref(), &user.name, dir)
+}
+
+/// Enters `dir` as `user`, to see that they can.
+fn enter(credentials: Option<&Credentials>, user: &str, dir: &Path) -> Result<(), ExecError> {
+    as_user(credentials, || std::env::set_current_dir(dir)).map_err(|source| ExecError::Workdir {
+        path: dir.to_owned(),
+        user: user.to_owned(),
+        source,
+    })
+}
+
+/// Opens (creating) `path` for appending as the user, from `workdir` when
+/// relative, under `umask` (mode 0666 before it).
+fn open_as_user(
+    credentials: Option<&Credentials>,
+    user: &str,
+    workdir: &Path,
+    umask: Option<u32>,
+    path: &Path,
+) -> Result<File, ExecError> {
+    as_user(credentials, || {
+        std::env::set_current_dir(workdir)?;
+        if let Some(mask) = umask {
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
+        }
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o666)
+            .custom_flags(nix::libc::O_NOCTTY)
+            .open(path)
+    })
+    .map_err(|source| ExecError::Output {
+        path: workdir.join(path),
+        user: user.to_owned(),
+        source,
+    })
+}
+
+/// Spawns the task's process in its own process group (pgid == pid) and
+/// returns its pid.
+///
+/// `on_exit` is called exactly once, from a task on `rt`, when the process
+/// has ended and its output has been forwarded (for [`LogSink::Journal`],
+/// waiting at most half a second after the exit for output still held open
+/// by processes it left behind; their later lines are still forwarded). When
+/// `spawn` returns `Err`, nothing was started and `on_exit` is never called.
+///
+/// When the daemon is root the process runs as `launch.uid` with that user's
+/// groups; otherwise `launch.uid` must be the daemon's own uid.
+pub fn spawn(
+    launch: Launch,
+    rt: &Handle,
+    on_exit: impl FnOnce(Exit) + Send + 'static,
+) -> Result<u32, ExecError> {
+    let Launch {
+        task_id,
+        argv,
+        env,
+        uid,
+        visible_devices,
+        workdir,
+        umask,
+        log: sink,
+    } = launch;
+    let Some((program, args)) = argv.split_first() else {
+        return Err(ExecError::EmptyCommand { task_id });
+    };
+    check_env(&env)?;
+
+    let (user, credentials) = credentials(uid)?;
+    let home = if user.dir.is_dir() {
+        user.dir.clone()
+    } else {
+        PathBuf::from("/")
+    };
+    let workdir_c = match &workdir {
+        Some(dir) => {
+            enter(credentials.as_ref(), &user.name, dir)?;
+            Some(
+                CString::new(dir.as_os_str().as_bytes()).map_err(|_| ExecError::Workdir {
+                    path: dir.clone(),
+                    user: user.name.clone(),
+                    source: io::Error::from(io::ErrorKind::InvalidInput),
+                })?,
+            )
+        }
+        None => None,
+    };
 
     let mut command = Command::new(program);
     command
@@ -253,13 +411,13 @@ pub fn spawn(
         .envs(&env)
         .env("CUDA_VISIBLE_DEVICES", visible_devices.join(","))
         .env("GPU_AGENT_TASK_ID", &task_id)
-        .current_dir(if user.dir.is_dir() {
-            user.dir.as_path()
-        } else {
-            Path::new("/")
-        })
         .process_group(0)
         .stdin(Stdio::null());
+    if workdir_c.is_none() {
+        command.current_dir(&home);
+    }
+    // The user's output files, for the lines the daemon forwards.
+    let mut copies: [Option<Arc<File>>; 2] = [None, None];
     match &sink {
         LogSink::Journal => {
             command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -273,19 +431,52 @@ pub fn spawn(
             })?;
             command.stdout(file).stderr(copy);
         }
-    }
-    if let Some(Credentials { uid, gid, groups }) = credentials {
-        // SAFETY: the closure runs in the forked child before exec. It only
-        // makes the setgroups, setgid and setuid system calls on data prepared
-        // before the fork, and allocates nothing.
-        unsafe {
-            command.pre_exec(move || {
-                nix::unistd::setgroups(&groups)?;
-                nix::unistd::setgid(gid)?;
-                nix::unistd::setuid(uid)?;
-                Ok(())
-            });
+        LogSink::User {
+            output,
+            error,
+            journal,
+        } => {
+            let from = workdir.as_deref().unwrap_or(&home);
+            let open = |path| open_as_user(credentials.as_ref(), &user.name, from, umask, path);
+            let out = open(output)?;
+            let err = match error {
+                Some(path) => open(path)?,
+                None => out.try_clone().map_err(|source| ExecError::Output {
+                    path: from.join(output),
+                    user: user.name.clone(),
+                    source,
+                })?,
+            };
+            if *journal {
+                command.stdout(Stdio::piped()).stderr(Stdio::piped());
+                copies = [Some(Arc::new(out)), Some(Arc::new(err))];
+            } else {
+                command.stdout(out).stderr(err);
+            }
         }
+    }
+    let ids = credentials.map(|Credentials { uid, gid, groups }| (uid, gid, groups));
+    // SAFETY: the closure runs in the forked child before exec. It only
+    // makes the setgroups, setgid, setuid, chdir and umask system calls on
+    // data prepared before the fork, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some((uid, gid, groups)) = &ids {
+                nix::unistd::setgroups(groups)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
+            // Entered as the user, after the switch.
+            if let Some(dir) = &workdir_c {
+                if libc::chdir(dir.as_ptr()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            if let Some(mask) = umask {
+                libc::umask(mask as libc::mode_t);
+            }
+            Ok(())
+        });
     }
 
     // The child must be registered with the runtime that reaps it.
@@ -299,15 +490,16 @@ pub fn spawn(
         .expect("a child that was just spawned has not been waited for");
 
     let task_id: Arc<str> = task_id.into();
+    let [out_copy, err_copy] = copies;
     let forwarders: Vec<_> = [
         child
             .stdout
             .take()
-            .map(|out| rt.spawn(forward(out, task_id.clone(), log::Level::Info))),
+            .map(|out| rt.spawn(forward(out, task_id.clone(), log::Level::Info, out_copy))),
         child
             .stderr
             .take()
-            .map(|err| rt.spawn(forward(err, task_id.clone(), log::Level::Warn))),
+            .map(|err| rt.spawn(forward(err, task_id.clone(), log::Level::Warn, err_copy))),
     ]
     .into_iter()
     .flatten()
@@ -453,8 +645,13 @@ fn open_log(path: &Path, owner: Option<(Uid, Gid)>) -> Result<File, ExecError> {
 }
 
 /// Forwards each line of `stream` to the `log` crate at `level`, tagged with
-/// the task's id, until the stream ends.
-async fn forward(stream: impl AsyncRead + Unpin, task_id: Arc<str>, level: log::Level) {
+/// the task's id, and as it came to `copy` when given, until the stream ends.
+async fn forward(
+    stream: impl AsyncRead + Unpin,
+    task_id: Arc<str>,
+    level: log::Level,
+    copy: Option<Arc<File>>,
+) {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     loop {
@@ -466,6 +663,13 @@ async fn forward(stream: impl AsyncRead + Unpin, task_id: Arc<str>, level: log::
         {
             Ok(0) => return,
             Ok(_) => {
+                if let Some(file) = &copy {
+                    // A local file's append: short, and the line must stay
+                    // in order with the next one.
+                    if let Err(error) = (&**file).write_all(&line) {
+                        log::warn!("task {task_id}: cannot write its output file: {error}");
+                    }
+                }
                 if line.last() == Some(&b'\n') {
                     line.pop();
                 }
@@ -507,6 +711,8 @@ mod tests {
             env: BTreeMap::new(),
             uid: Uid::effective().as_raw(),
             visible_devices: Vec::new(),
+            workdir: None,
+            umask: None,
             log,
         }
     }
@@ -722,6 +928,134 @@ mod tests {
             (meta.uid(), meta.gid()),
             (nobody.uid.as_raw(), nobody.gid.as_raw())
         );
+    }
+
+    /// A directory only root may enter, and one `nobody` may write in.
+    fn nobodys_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let closed = dir.path().join("closed");
+        fs::create_dir(&closed).unwrap();
+        fs::set_permissions(&closed, fs::Permissions::from_mode(0o700)).unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        (dir, closed, open)
+    }
+
+    #[test]
+    fn the_working_directory_is_entered_as_the_user() {
+        if !Uid::effective().is_root() {
+            return;
+        }
+        let nobody = User::from_name("nobody")
+            .unwrap()
+            .expect("a user named nobody");
+        let (_dir, closed, open) = nobodys_dirs();
+        // Root could enter it; nobody cannot, and is told so.
+        match check_workdir(nobody.uid.as_raw(), &closed) {
+            Err(error @ ExecError::Workdir { .. }) => assert_eq!(
+                error.to_string(),
+                format!(
+                    "user nobody cannot enter the working directory {}: Permission denied (os error 13)",
+                    closed.display()
+                )
+            ),
+            other => panic!("expected a Workdir error, got {other:?}"),
+        }
+        assert!(check_workdir(nobody.uid.as_raw(), &open).is_ok());
+        // The daemon's own working directory did not move.
+        assert_ne!(std::env::current_dir().unwrap(), open);
+
+        let mut launch = sh("t-closed", "pwd", LogSink::Journal);
+        launch.uid = nobody.uid.as_raw();
+        launch.workdir = Some(closed);
+        assert!(matches!(
+            start(launch, &runtime()),
+            Err(ExecError::Workdir { .. })
+        ));
+
+        // In a directory it may enter, its output files are its own, made
+        // under its umask, relative to the working directory.
+        let mut launch = sh(
+            "t-open",
+            "pwd; umask; echo oops >&2",
+            LogSink::User {
+                output: PathBuf::from("out.txt"),
+                error: Some(PathBuf::from("err.txt")),
+                journal: false,
+            },
+        );
+        launch.uid = nobody.uid.as_raw();
+        launch.workdir = Some(open.clone());
+        launch.umask = Some(0o027);
+        assert_eq!(run(launch), Exit::Code(0));
+        assert_eq!(
+            lines(&open.join("out.txt")),
+            [open.to_str().unwrap(), "0027"]
+        );
+        assert_eq!(lines(&open.join("err.txt")), ["oops"]);
+        for name in ["out.txt", "err.txt"] {
+            let meta = fs::metadata(open.join(name)).unwrap();
+            assert_eq!(meta.uid(), nobody.uid.as_raw(), "{name}");
+            assert_eq!(meta.permissions().mode() & 0o777, 0o640, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_output_file_the_user_may_not_write_is_refused() {
+        if !Uid::effective().is_root() {
+            return;
+        }
+        let nobody = User::from_name("nobody")
+            .unwrap()
+            .expect("a user named nobody");
+        let (_dir, closed, open) = nobodys_dirs();
+        // Root may write there; nobody may not, even by an absolute path.
+        let target = closed.join("planted");
+        let mut launch = sh(
+            "t-planted",
+            "echo x",
+            LogSink::User {
+                output: target.clone(),
+                error: None,
+                journal: false,
+            },
+        );
+        launch.uid = nobody.uid.as_raw();
+        launch.workdir = Some(open);
+        match start(launch, &runtime()) {
+            Err(error @ ExecError::Output { .. }) => assert!(
+                error.to_string().starts_with(&format!(
+                    "user nobody cannot open the output file {}: Permission denied",
+                    target.display()
+                )),
+                "{error}"
+            ),
+            other => panic!("expected an Output error, got {other:?}"),
+        }
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn under_the_journal_the_output_file_gets_every_line_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut launch = sh(
+            "t-both",
+            "echo one; echo two >&2; echo three",
+            LogSink::User {
+                output: PathBuf::from("both.out"),
+                error: None,
+                journal: true,
+            },
+        );
+        launch.workdir = Some(dir.path().to_owned());
+        assert_eq!(run(launch), Exit::Code(0));
+        let mut got = lines(&dir.path().join("both.out"));
+        got.sort();
+        assert_eq!(got, ["one", "three", "two"]);
+        assert_eq!(captured("t-both", log::Level::Info), ["one", "three"]);
+        assert_eq!(captured("t-both", log::Level::Warn), ["two"]);
     }
 
     #[test]

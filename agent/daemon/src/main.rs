@@ -63,9 +63,10 @@ const MANUAL: &[Section] = &[
             (
                 "/var/lib/gpu-agent/",
                 "State: state.db (SQLite, WAL) holds every task, the chosen policy and the GPU \
-                 controls to restore; lock keeps a second daemon away. Outside systemd, task \
-                 output goes to logs/ID.log here; under systemd, to the journal, with the field \
-                 TASK_ID.",
+                 controls to restore; lock keeps a second daemon away. The output of a task \
+                 submitted without an output file (gpuctl always names one) goes to logs/ID.log \
+                 here outside systemd; under systemd every task's output goes to the journal, \
+                 with the field TASK_ID.",
             ),
             (
                 "/usr/lib/gpu-agent/plugins/",

@@ -125,9 +125,12 @@ impl AgentService {
         let roles = self.roles(conn, header).await?;
         roles.require_member("submit tasks")?;
         let spec = SubmitSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
+        if !spec.command.is_empty() && !spec.workdir.is_empty() {
+            check_workdir(roles.uid, &spec.workdir).await?;
+        }
         self.ask(|reply| Request::Submit {
             owner: roles.uid,
-            spec,
+            spec: Box::new(spec),
             reply,
         })
         .await
@@ -135,6 +138,26 @@ impl AgentService {
 
     async fn roles(&self, conn: &Connection, header: &Header<'_>) -> Result<Roles, AgentError> {
         self.auth.roles(conn, header).await
+    }
+}
+
+/// Refuses a working directory user `uid` cannot enter, by entering it as
+/// the user (off the bus's threads: it starts a thread of its own).
+async fn check_workdir(uid: u32, dir: &str) -> Result<(), AgentError> {
+    let dir = std::path::PathBuf::from(dir);
+    let checked = tokio::task::spawn_blocking(move || crate::exec::check_workdir(uid, &dir))
+        .await
+        .map_err(|e| AgentError::Failed(format!("cannot check the working directory: {e}")))?;
+    match checked {
+        Ok(()) => Ok(()),
+        Err(e @ crate::exec::ExecError::Workdir { .. }) => {
+            Err(AgentError::InvalidArgument(format!("key \"workdir\": {e}")))
+        }
+        // A daemon that cannot run the caller's commands refuses them anyway.
+        Err(crate::exec::ExecError::CannotSwitchUser { .. }) => Ok(()),
+        Err(e) => Err(AgentError::Failed(format!(
+            "cannot check the working directory: {e}"
+        ))),
     }
 }
 

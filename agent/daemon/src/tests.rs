@@ -218,11 +218,11 @@ async fn refusals_carry_their_error_names() {
     let dir = tempfile::tempdir().unwrap();
     let (agent, _server) = serve(dir.path()).await;
     let mut bad = SubmitSpec::new(10.0, 4.0, 60.0, 2.0).to_dict();
-    bad.remove("weight");
+    bad.insert("weight".into(), 2u32.into());
     let e = agent.submit(bad).await.unwrap_err();
     assert_eq!(
         gpu_agent_dbus::describe_error(&e),
-        "org.gpuagent.Agent1.Error.InvalidArgument: missing required key \"weight\" (d)"
+        "org.gpuagent.Agent1.Error.InvalidArgument: key \"weight\": expected type d (a number > 0), got u"
     );
     let huge = SubmitSpec::new(10.0, 400.0, 60.0, 2.0).to_dict();
     let e = agent.submit(huge).await.unwrap_err();
@@ -329,7 +329,7 @@ async fn requests_after_a_stop_in_the_same_round_are_refused() {
     let (reply, submitted) = oneshot::channel();
     tx.send(Request::Submit {
         owner: admin.uid,
-        spec: long.clone(),
+        spec: Box::new(long.clone()),
         reply,
     })
     .unwrap();

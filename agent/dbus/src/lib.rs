@@ -24,7 +24,7 @@ pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, P
 pub use strict::Strict;
 pub use task::{
     Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, CLIENT_TOKEN_MAX_LEN,
-    CLIENT_TOKEN_RETENTION_S, REDACTED,
+    CLIENT_TOKEN_RETENTION_S, DEFAULT_WORKLOAD, NO_DEADLINE_S, OUTPUT_ESCAPES, REDACTED,
 };
 
 /// The daemon's well-known bus name.

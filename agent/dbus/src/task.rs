@@ -91,12 +91,12 @@ impl std::fmt::Display for TaskStatus {
 /// What a user submits (the `a{sv}` of `Submit`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SubmitSpec {
-    /// Work units (> 0).
+    /// Work units (> 0): seconds on a GPU of speed 1.0 at default clocks.
     pub workload: f64,
     /// Memory per device, GB (>= 0).
     pub mem_gb: f64,
-    /// Deadline, seconds after submission (>= 0).
-    pub deadline: f64,
+    /// Deadline, seconds after submission (>= 0); `None`: none, never late.
+    pub deadline: Option<f64>,
     /// Priority weight (> 0).
     pub weight: f64,
     /// Devices needed at once (>= 1).
@@ -110,7 +110,7 @@ pub struct SubmitSpec {
     pub runtimes: Vec<f64>,
     /// Program and arguments (empty: a simulated task).
     pub command: Vec<String>,
-    /// Extra environment of the command.
+    /// Environment of the command, over the base one.
     pub env: BTreeMap<String, String>,
     /// A name for people.
     pub name: String,
@@ -124,7 +124,47 @@ pub struct SubmitSpec {
     /// a submitted one). Not a `Submit` key: `TaskInfo` carries it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub external_id: String,
+    /// The command's working directory, an absolute path (empty: the
+    /// owner's home directory).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workdir: String,
+    /// Where stdout (and stderr, without [`SubmitSpec::error`]) goes: a
+    /// pattern of [`OUTPUT_ESCAPES`], relative to the working directory
+    /// (empty: the daemon's log). The daemon stores it expanded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
+    /// Where stderr goes, as [`SubmitSpec::output`] (empty: with stdout).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
+    /// The file mode creation mask the command runs with and its output
+    /// files are created under (`None`: the daemon's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
+
+/// The estimate of a submission that gives none: one hour on a GPU of speed
+/// 1.0 (work units are seconds there). A task that runs longer is followed
+/// past its estimate (its queue moves back to pending), so a wrong estimate
+/// delays planning, never the task itself.
+pub const DEFAULT_WORKLOAD: f64 = 3600.0;
+
+/// The deadline, seconds after submission, the scheduler core plans a task
+/// without one with: the largest value a task may hold (about 31.7 years),
+/// so deadline-driven policies order it after every real deadline.
+pub const NO_DEADLINE_S: f64 = gpu_agent_core::task::MAX_VALUE;
+
+/// The `%` escapes of [`SubmitSpec::output`] and [`SubmitSpec::error`]:
+/// (escape, what it becomes).
+pub const OUTPUT_ESCAPES: [(char, &str); 5] = [
+    ('t', "the task's id"),
+    ('j', "the task's id (sbatch's name for it)"),
+    ('u', "the owner's user name"),
+    (
+        'x',
+        "the task's name (its program's file name when it has none)",
+    ),
+    ('%', "a `%`"),
+];
 
 /// How long the daemon remembers a `client_token`, seconds (one day).
 pub const CLIENT_TOKEN_RETENTION_S: f64 = 86_400.0;
@@ -133,7 +173,7 @@ pub const CLIENT_TOKEN_RETENTION_S: f64 = 86_400.0;
 pub const CLIENT_TOKEN_MAX_LEN: usize = 256;
 
 /// The keys `Submit` takes, with their D-Bus types.
-const SPEC_KEYS: [(&str, &str, &str); 13] = [
+const SPEC_KEYS: [(&str, &str, &str); 17] = [
     ("workload", "d", "a number > 0"),
     ("mem_gb", "d", "a number >= 0"),
     ("deadline", "d", "a number >= 0 (seconds after submission)"),
@@ -147,6 +187,10 @@ const SPEC_KEYS: [(&str, &str, &str); 13] = [
     ("name", "s", "a name"),
     ("requeue", "b", "a boolean"),
     ("client_token", "s", "a retry key of at most 256 bytes"),
+    ("workdir", "s", "an absolute directory"),
+    ("output", "s", "a file name pattern"),
+    ("error", "s", "a file name pattern"),
+    ("umask", "u", "a mode mask from 0 to 0777"),
 ];
 
 /// Checks that every key of `dict` is one of `keys` (key, D-Bus signature,
@@ -173,14 +217,15 @@ pub(crate) fn check_keys(dict: &Dict, keys: &[(&str, &str, &str)]) -> Result<(),
     Ok(())
 }
 
-impl SubmitSpec {
-    /// A spec with the four required values and every option at its default.
-    pub fn new(workload: f64, mem_gb: f64, deadline: f64, weight: f64) -> SubmitSpec {
+impl Default for SubmitSpec {
+    /// What an empty `Submit` dictionary means: [`DEFAULT_WORKLOAD`], no
+    /// memory asked for, no deadline, weight 1, one device, and no command.
+    fn default() -> SubmitSpec {
         SubmitSpec {
-            workload,
-            mem_gb,
-            deadline,
-            weight,
+            workload: DEFAULT_WORKLOAD,
+            mem_gb: 0.0,
+            deadline: None,
+            weight: 1.0,
             gpus: 1,
             gpus_alt: Vec::new(),
             app: "default".into(),
@@ -191,6 +236,23 @@ impl SubmitSpec {
             requeue: false,
             client_token: String::new(),
             external_id: String::new(),
+            workdir: String::new(),
+            output: String::new(),
+            error: String::new(),
+            umask: None,
+        }
+    }
+}
+
+impl SubmitSpec {
+    /// A spec with these four values and every option at its default.
+    pub fn new(workload: f64, mem_gb: f64, deadline: f64, weight: f64) -> SubmitSpec {
+        SubmitSpec {
+            workload,
+            mem_gb,
+            deadline: Some(deadline),
+            weight,
+            ..SubmitSpec::default()
         }
     }
 
@@ -204,7 +266,9 @@ impl SubmitSpec {
     fn insert_into(&self, d: &mut Dict) {
         d.insert("workload".into(), owned(self.workload));
         d.insert("mem_gb".into(), owned(self.mem_gb));
-        d.insert("deadline".into(), owned(self.deadline));
+        if let Some(deadline) = self.deadline {
+            d.insert("deadline".into(), owned(deadline));
+        }
         d.insert("weight".into(), owned(self.weight));
         if self.gpus != 1 {
             d.insert("gpus".into(), owned(self.gpus));
@@ -234,25 +298,35 @@ impl SubmitSpec {
         if !self.client_token.is_empty() {
             d.insert("client_token".into(), owned(self.client_token.as_str()));
         }
+        for (key, value) in [
+            ("workdir", &self.workdir),
+            ("output", &self.output),
+            ("error", &self.error),
+        ] {
+            if !value.is_empty() {
+                d.insert(key.into(), owned(value.as_str()));
+            }
+        }
+        if let Some(umask) = self.umask {
+            d.insert("umask".into(), owned(umask));
+        }
     }
 
-    /// Reads a `Submit` dictionary strictly: every required key present, every
-    /// key known and of its type, every number in range. The error names the
-    /// key and what was expected.
+    /// Reads a `Submit` dictionary strictly: every key known and of its
+    /// type, every number in range; a key left out takes its default
+    /// ([`SubmitSpec::default`]). The error names the key and what was
+    /// expected.
     pub fn from_dict(dict: &Dict) -> Result<SubmitSpec, String> {
         check_keys(dict, &SPEC_KEYS)?;
-        let required = |key: &str| -> Result<f64, String> {
-            let v = dict
-                .get(key)
-                .ok_or_else(|| format!("missing required key {key:?} (d)"))?;
-            Ok(f64::try_from(&**v).expect("signature checked"))
+        let number = |key: &str| {
+            dict.get(key)
+                .map(|v| f64::try_from(&**v).expect("signature checked"))
         };
-        let mut spec = SubmitSpec::new(
-            required("workload")?,
-            required("mem_gb")?,
-            required("deadline")?,
-            required("weight")?,
-        );
+        let mut spec = SubmitSpec::default();
+        spec.workload = number("workload").unwrap_or(spec.workload);
+        spec.mem_gb = number("mem_gb").unwrap_or(spec.mem_gb);
+        spec.deadline = number("deadline");
+        spec.weight = number("weight").unwrap_or(spec.weight);
         if let Some(v) = dict.get("gpus") {
             spec.gpus = u32::try_from(&**v).expect("signature checked");
         }
@@ -281,6 +355,18 @@ impl SubmitSpec {
         if let Some(v) = dict.get("client_token") {
             spec.client_token = string(v);
         }
+        for (key, field) in [
+            ("workdir", &mut spec.workdir),
+            ("output", &mut spec.output),
+            ("error", &mut spec.error),
+        ] {
+            if let Some(v) = dict.get(key) {
+                *field = string(v);
+            }
+        }
+        if let Some(v) = dict.get("umask") {
+            spec.umask = Some(u32::try_from(&**v).expect("signature checked"));
+        }
         spec.check()?;
         Ok(spec)
     }
@@ -294,7 +380,9 @@ impl SubmitSpec {
         };
         number("workload", self.workload, Rule::WORKLOAD)?;
         number("mem_gb", self.mem_gb, Rule::MEM_GB)?;
-        number("deadline", self.deadline, Rule::RELATIVE_DEADLINE)?;
+        if let Some(deadline) = self.deadline {
+            number("deadline", deadline, Rule::RELATIVE_DEADLINE)?;
+        }
         number("weight", self.weight, Rule::WEIGHT)?;
         if self.gpus == 0 {
             return Err("key \"gpus\": expected an integer >= 1, got 0".into());
@@ -334,8 +422,102 @@ impl SubmitSpec {
         {
             return Err(format!("key \"command\"/\"env\": NUL byte in {s:?}"));
         }
+        if !self.workdir.is_empty() && !self.workdir.starts_with('/') {
+            return Err(format!(
+                "key \"workdir\": expected an absolute directory, got {:?}",
+                self.workdir
+            ));
+        }
+        for (key, pattern) in [("output", &self.output), ("error", &self.error)] {
+            check_pattern(pattern).map_err(|e| format!("key {key:?}: {e}"))?;
+        }
+        if !self.error.is_empty() && self.output.is_empty() {
+            return Err("key \"error\": given without \"output\"".into());
+        }
+        if let Some(s) = [&self.workdir, &self.output, &self.error]
+            .into_iter()
+            .find(|s| s.contains('\0'))
+        {
+            return Err(format!(
+                "key \"workdir\"/\"output\"/\"error\": NUL byte in {s:?}"
+            ));
+        }
+        if let Some(umask) = self.umask.filter(|&m| m > 0o777) {
+            return Err(format!(
+                "key \"umask\": expected a mode mask from 0 to 0777, got 0{umask:o}"
+            ));
+        }
         Ok(())
     }
+
+    /// The task's output (`output`) or error (`error`) file: `pattern` with
+    /// its escapes replaced, as a path from `workdir` unless absolute.
+    /// `pattern` must have passed [`SubmitSpec::check`].
+    pub fn expand(pattern: &str, workdir: &str, id: &str, user: &str, name: &str) -> String {
+        let mut out = String::new();
+        let mut chars = pattern.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('t' | 'j') => out.push_str(id),
+                Some('u') => out.push_str(user),
+                Some('x') => out.push_str(name),
+                _ => out.push('%'),
+            }
+        }
+        if out.starts_with('/') || workdir.is_empty() {
+            out
+        } else {
+            format!("{}/{out}", workdir.trim_end_matches('/'))
+        }
+    }
+
+    /// The name `%x` stands for: the task's name, else its program's file
+    /// name, else `task`.
+    pub fn display_name(&self) -> &str {
+        if !self.name.is_empty() {
+            return &self.name;
+        }
+        self.command
+            .first()
+            .and_then(|p| p.rsplit('/').next())
+            .filter(|p| !p.is_empty())
+            .unwrap_or("task")
+    }
+}
+
+/// Checks an output pattern: only known escapes ([`OUTPUT_ESCAPES`]), and
+/// not a directory's name.
+fn check_pattern(pattern: &str) -> Result<(), String> {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        match chars.next() {
+            Some(e) if OUTPUT_ESCAPES.iter().any(|(k, _)| *k == e) => {}
+            other => {
+                let known: Vec<String> = OUTPUT_ESCAPES
+                    .iter()
+                    .map(|(k, _)| format!("%{k}"))
+                    .collect();
+                return Err(format!(
+                    "unknown escape {:?} in {pattern:?}; the escapes are {}",
+                    other.map_or("%".to_string(), |e| format!("%{e}")),
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    if pattern.ends_with('/') {
+        return Err(format!(
+            "expected a file name, got the directory {pattern:?}"
+        ));
+    }
+    Ok(())
 }
 
 impl SubmitSpec {
@@ -349,7 +531,7 @@ impl SubmitSpec {
             arrival,
             workload: self.workload,
             mem_gb: self.mem_gb,
-            deadline: submitted + self.deadline,
+            deadline: submitted + self.deadline.unwrap_or(NO_DEADLINE_S),
             weight: self.weight,
             gpus: self.gpus,
             alt_gpus: self.gpus_alt.clone(),

@@ -129,7 +129,8 @@ impl Engine {
     /// Takes an adopted task stored by a previous run back: kept while its
     /// deadline is ahead (clocks locked again), released otherwise.
     pub(super) fn restore_adopted(&mut self, info: TaskInfo, round: &mut Round) {
-        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline;
+        // Adopted tasks always have a deadline; one without reads as past.
+        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline.unwrap_or(0.0);
         let id = info.id.clone();
         if deadline > self.time.unix_now() {
             log::warn!(
@@ -326,7 +327,7 @@ impl Engine {
         let power = power_model(app, model);
         // The job's length at default clocks is its profile's measured run.
         let profile = Profile::of(app, power);
-        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline;
+        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline.unwrap_or(0.0);
         let window = self.time.model_of_unix(deadline) - self.time.model_now();
         let choice = options.choose(&profile, Some(window.max(0.0)));
         let clocks = Clocks {

@@ -89,8 +89,8 @@ pub enum Request {
     Submit {
         /// The submitter's uid.
         owner: u32,
-        /// The task.
-        spec: SubmitSpec,
+        /// The task (boxed: the largest request by far).
+        spec: Box<SubmitSpec>,
         /// Answered with the new id once it is stored.
         reply: Reply<String>,
     },

@@ -80,7 +80,15 @@ impl Executor for Processes {
             env: task.spec.env.clone(),
             uid: task.owner_uid,
             visible_devices,
+            workdir: (!task.spec.workdir.is_empty()).then(|| PathBuf::from(&task.spec.workdir)),
+            umask: task.spec.umask,
             log: match &self.log_dir {
+                // Stored expanded: see `Engine::accept`.
+                _ if !task.spec.output.is_empty() => LogSink::User {
+                    output: PathBuf::from(&task.spec.output),
+                    error: (!task.spec.error.is_empty()).then(|| PathBuf::from(&task.spec.error)),
+                    journal: self.log_dir.is_none(),
+                },
                 Some(dir) => LogSink::File(dir.join(format!("{}.log", task.id))),
                 None => LogSink::Journal,
             },

@@ -22,6 +22,32 @@ fn describe_given(given: &[(String, String)]) -> String {
     format!(" with {}", pairs.join(", "))
 }
 
+/// Expands a command's `output` and `error` patterns for task `id` of
+/// `owner` into the paths they name (from the working directory, else the
+/// owner's home directory).
+fn resolve_output(spec: &mut SubmitSpec, owner: u32, id: &str) {
+    if spec.command.is_empty() || spec.output.is_empty() {
+        return;
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(owner))
+        .ok()
+        .flatten();
+    let (name, home) = match user {
+        Some(u) => (u.name, u.dir.to_string_lossy().into_owned()),
+        None => (owner.to_string(), "/".to_string()),
+    };
+    let from = if spec.workdir.is_empty() {
+        home
+    } else {
+        spec.workdir.clone()
+    };
+    let task = spec.display_name().to_string();
+    spec.output = SubmitSpec::expand(&spec.output, &from, id, &name, &task);
+    if !spec.error.is_empty() {
+        spec.error = SubmitSpec::expand(&spec.error, &from, id, &name, &task);
+    }
+}
+
 /// The refusal of a request that would change state after a stop began.
 fn stopping(what: &str) -> AgentError {
     AgentError::ShuttingDown(format!("gpu-agentd is stopping; {what}"))
@@ -89,7 +115,7 @@ impl Engine {
                 if let Some(answer) = self.resubmission(owner, &spec, round) {
                     return round.reply(reply, answer);
                 }
-                match self.accept(owner, spec) {
+                match self.accept(owner, *spec) {
                     Ok(accepted) => {
                         let info = &accepted.info;
                         let token = &info.spec.client_token;
@@ -279,7 +305,9 @@ impl Engine {
             .find(|t| t.id == id)
             .cloned()
             .or_else(|| self.lookup(id).ok())?;
-        Some(if first.spec == *spec {
+        let mut resolved = spec.clone();
+        resolve_output(&mut resolved, owner, id);
+        Some(if first.spec == resolved {
             Ok(id.to_string())
         } else {
             Err(AgentError::InvalidArgument(format!(
@@ -290,7 +318,8 @@ impl Engine {
     }
 
     /// Checks a submission against this host; the task and its core spec.
-    fn accept(&mut self, owner: u32, spec: SubmitSpec) -> Result<Accepted, AgentError> {
+    /// A command's output and error patterns are stored expanded.
+    fn accept(&mut self, owner: u32, mut spec: SubmitSpec) -> Result<Accepted, AgentError> {
         let invalid = AgentError::InvalidArgument;
         if !spec.runtimes.is_empty() && spec.runtimes.len() != self.devices.len() {
             return Err(invalid(format!(
@@ -330,6 +359,7 @@ impl Engine {
         }
         let id = self.store.next_id();
         core_spec.id = id.clone();
+        resolve_output(&mut spec, owner, &id);
         let (reply, _) = tokio::sync::oneshot::channel();
         Ok(Accepted {
             spec: core_spec,

@@ -139,7 +139,8 @@ impl Tally {
         self.default_busy_j += j * energy;
         self.totals.add(&Completed {
             arrival: model(task.submitted),
-            deadline: model(task.submitted) + task.spec.deadline,
+            // A task without a deadline is never late.
+            deadline: model(task.submitted) + task.spec.deadline.unwrap_or(f64::INFINITY),
             weight: task.spec.weight,
             start,
             end,

@@ -1,0 +1,261 @@
+//! A person's first task: `gpuctl submit -- CMD` typed in a project
+//! directory runs there, as its user, with the user's environment, and its
+//! output lands beside it (sbatch's habits).
+//!
+//! The clients run as a test user through `setpriv` (see daemon_access.rs),
+//! so these tests need root.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use gpu_agent_dbus::TaskStatus;
+
+use crate::daemon::{unique, Daemon};
+use crate::daemon_access::{root_or_skip, users, As};
+use crate::harness::artefacts;
+
+const FINISH: Duration = Duration::from_secs(20);
+
+/// A directory for the test under /tmp that every user may enter, removed
+/// when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = Path::new("/tmp").join(unique(test));
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&dir)
+            .expect("a scratch directory");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        Scratch(dir)
+    }
+
+    /// A directory `name` in it owned by `who` with `mode`.
+    fn dir(&self, name: &str, who: As, mode: u32) -> PathBuf {
+        let dir = self.0.join(name);
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(who.uid), Some(who.gid)).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+        dir
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `sh -c SCRIPT` as `who` in `dir`, with `path` as its PATH and the bus's
+/// address; `$GPUCTL` is gpuctl.
+fn shell_as(d: &Daemon, who: As, dir: &Path, path: &str, script: &str) -> Output {
+    Command::new("setpriv")
+        .arg(format!("--reuid={}", who.uid))
+        .arg(format!("--regid={}", who.gid))
+        .arg("--init-groups")
+        .args(["/bin/sh", "-c", script])
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", path)
+        .env("GPUCTL", artefacts().join("gpuctl"))
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run setpriv")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The id a successful `gpuctl submit` printed.
+fn submitted(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "gpuctl submit failed ({}): {}",
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout).trim().to_string()
+}
+
+const SYSTEM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+#[test]
+fn daemon_submit_runs_where_and_as_it_was_typed() {
+    if !root_or_skip("daemon_submit_runs_where_and_as_it_was_typed") {
+        return;
+    }
+    let who = users().member;
+    let scratch = Scratch::new("first-task");
+    let proj = scratch.dir("proj", who, 0o755);
+    let bin = scratch.dir("proj/bin", who, 0o755);
+    let tool = bin.join("mytool");
+    fs::write(
+        &tool,
+        "#!/bin/sh\necho \"mytool says $1 in $(pwd)\"\necho \"$1\" > result.txt\necho careful >&2\n",
+    )
+    .unwrap();
+    fs::set_permissions(&tool, fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start();
+
+    // mytool is only on the user's PATH; the umask is the user's shell's.
+    let path = format!("{}:{SYSTEM_PATH}", bin.display());
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        &path,
+        "umask 027; exec \"$GPUCTL\" submit --session -- mytool arg",
+    );
+    let id = submitted(&out);
+    let task = d.wait_state(&id, TaskStatus::Succeeded, FINISH);
+    assert_eq!(task.spec.workdir, proj.to_str().unwrap());
+    assert_eq!(task.spec.deadline, None);
+
+    let result = proj.join("result.txt");
+    assert_eq!(fs::read_to_string(&result).unwrap(), "arg\n");
+    let output = proj.join(format!("gpu-agent-{id}.out"));
+    assert_eq!(task.spec.output, output.to_str().unwrap());
+    assert_eq!(
+        fs::read_to_string(&output).unwrap(),
+        format!("mytool says arg in {}\ncareful\n", proj.display())
+    );
+    for file in [&result, &output] {
+        let meta = fs::metadata(file).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (who.uid, who.gid),
+            "{}",
+            file.display()
+        );
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o640,
+            "{}",
+            file.display()
+        );
+    }
+    // Nothing went to the daemon's own log.
+    assert!(!d
+        .state_dir()
+        .join("logs")
+        .join(format!("{id}.log"))
+        .exists());
+}
+
+#[test]
+fn daemon_submit_refuses_a_directory_the_user_cannot_enter() {
+    if !root_or_skip("daemon_submit_refuses_a_directory_the_user_cannot_enter") {
+        return;
+    }
+    let who = users().member;
+    let scratch = Scratch::new("closed-dir");
+    let proj = scratch.dir("proj", who, 0o755);
+    let root = As { uid: 0, gid: 0 };
+    let closed = scratch.dir("closed", root, 0o700);
+    let d = Daemon::start();
+
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        SYSTEM_PATH,
+        &format!(
+            "exec \"$GPUCTL\" submit --session --chdir {} -- true",
+            closed.display()
+        ),
+    );
+    assert!(!out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "gpuctl: error: org.gpuagent.Agent1.Error.InvalidArgument: key \"workdir\": user {} \
+             cannot enter the working directory {}: Permission denied (os error 13)\n",
+            crate::daemon_access::MEMBER,
+            closed.display()
+        )
+    );
+    assert!(d.tasks().is_empty(), "nothing is stored for a refused task");
+
+    // A relative --chdir is from the current directory.
+    let sub = scratch.dir("proj/sub", who, 0o755);
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        SYSTEM_PATH,
+        "exec \"$GPUCTL\" submit --session --chdir sub -- pwd",
+    );
+    let id = submitted(&out);
+    d.wait_state(&id, TaskStatus::Succeeded, FINISH);
+    let output = sub.join(format!("gpu-agent-{id}.out"));
+    assert_eq!(
+        fs::read_to_string(output).unwrap(),
+        format!("{}\n", proj.join("sub").display())
+    );
+}
+
+#[test]
+fn daemon_submit_passes_the_environment_as_export_says() {
+    if !root_or_skip("daemon_submit_passes_the_environment_as_export_says") {
+        return;
+    }
+    let who = users().member;
+    let scratch = Scratch::new("export");
+    let proj = scratch.dir("proj", who, 0o755);
+    let d = Daemon::start();
+    let env_of = |export: &str| {
+        let script = format!(
+            "FOO='bar baz' CUDA_VISIBLE_DEVICES=spoofed exec \"$GPUCTL\" submit --session \
+             --export {export} --output {export}.env -- /usr/bin/env"
+        );
+        let id = submitted(&shell_as(&d, who, &proj, SYSTEM_PATH, &script));
+        d.wait_state(&id, TaskStatus::Succeeded, FINISH);
+        let env = fs::read_to_string(proj.join(format!("{export}.env"))).unwrap();
+        let mut names: Vec<(String, String)> = env
+            .lines()
+            .map(|l| {
+                let (k, v) = l.split_once('=').unwrap();
+                (k.to_string(), v.to_string())
+            })
+            .collect();
+        names.sort();
+        (id, names)
+    };
+
+    // ALL, the default: the caller's variables, the agent's GPU ones over them.
+    let (id, all) = env_of("ALL");
+    let get = |env: &[(String, String)], name: &str| {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    assert_eq!(get(&all, "FOO").as_deref(), Some("bar baz"));
+    assert_eq!(get(&all, "PATH").as_deref(), Some(SYSTEM_PATH));
+    assert_eq!(get(&all, "GPU_AGENT_TASK_ID"), Some(id));
+    let visible = get(&all, "CUDA_VISIBLE_DEVICES").unwrap();
+    assert!(visible.starts_with("GPU-"), "{visible}");
+
+    // NONE: the clean environment of before.
+    let (_, none) = env_of("NONE");
+    let names: Vec<&str> = none.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "CUDA_VISIBLE_DEVICES",
+            "GPU_AGENT_TASK_ID",
+            "HOME",
+            "LOGNAME",
+            "PATH",
+            "SHELL",
+            "USER"
+        ]
+    );
+    assert_eq!(
+        get(&none, "PATH").as_deref(),
+        Some("/usr/local/bin:/usr/bin:/bin")
+    );
+}
