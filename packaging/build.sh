@@ -71,6 +71,13 @@ for bin in gpu-agentd gpuctl; do
     install -m 755 "$target/release/$bin" "$stage/bin/$bin"
     strip --remove-section=.comment "$stage/bin/$bin"
 done
+# A product binary obeys no test hook (agent/daemon/src/test_hooks.rs, the
+# e2e harness's `test-hooks` feature): a build without it holds none of
+# their names.
+if grep -q GPU_AGENT_TEST_ "$stage/bin/gpu-agentd"; then
+    echo "build.sh: gpu-agentd was built with the test hooks (feature test-hooks)" >&2
+    exit 1
+fi
 for file in "${plugin_files[@]}"; do
     install -m 644 "$target/release/$file" "$stage/plugins/$file"
     # Keep the dynamic symbols: the agent finds the plugin's root module by them.

@@ -383,3 +383,31 @@ fn daemon_gpuctl_submit_retries_a_lost_reply() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), tasks[0].id);
     assert_eq!(tasks[0].spec.client_token.len(), 32);
 }
+
+/// A panic in the engine thread ends the daemon with status 70, saying why,
+/// so that systemd (`Restart=on-failure`) starts it again from the store;
+/// before, it lived on answering every call "stopping".
+#[test]
+fn daemon_engine_panic_exits_non_zero_and_a_restart_serves_again() {
+    let mut d = Daemon::start_with(Settings {
+        env: vec![("GPU_AGENT_TEST_PANIC_ON".into(), "boom".into())],
+        ..Settings::default()
+    });
+    let kept = d.submit(&spec(1e6, 1.0, 1e9, 1.0)).expect("Submit");
+    let mut boom = spec(1.0, 1.0, 60.0, 1.0);
+    boom.name = "boom".into();
+    assert!(d.submit(&boom).is_err(), "no answer from a panicked engine");
+    assert_eq!(d.wait_exit().code(), Some(70));
+    let stderr = d.stderr();
+    assert!(
+        stderr
+            .contains("the engine thread panicked (test hook: the engine panics on task \"boom\")"),
+        "{stderr}"
+    );
+    d.restart();
+    assert_eq!(d.task(&kept).id, kept);
+    let id = d
+        .submit(&spec(1.0, 1.0, 60.0, 1.0))
+        .expect("a Submit is served again");
+    d.wait_state(&id, TaskStatus::Succeeded, Duration::from_secs(30));
+}

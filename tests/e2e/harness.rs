@@ -65,7 +65,9 @@ pub fn artefacts() -> &'static Path {
             "gpu-agent-daemon",
         ]
         .into_iter()
-        .chain(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]));
+        .chain(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]))
+        // The crash and hang hooks the tests use (agent/daemon/src/test_hooks.rs).
+        .chain(["--features", "gpu-agent-daemon/test-hooks"]);
         cargo_build(root, product, &target_dir, profile);
         // The fixtures are a workspace of their own (see its Cargo.toml),
         // built into the same directory so that they share the dependencies.

@@ -20,6 +20,7 @@ pub mod policy_params;
 pub mod service;
 pub mod store;
 mod supervise;
+pub mod test_hooks;
 
 use std::future::Future;
 use std::path::PathBuf;

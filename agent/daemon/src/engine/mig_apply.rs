@@ -665,12 +665,10 @@ impl Engine {
             .collect()
     }
 
-    /// Test hook (`GPU_AGENT_TEST_KILL_IN_MIG_APPLY=<file>`): the engine
-    /// SIGKILLs its process once the new instances exist and before the
-    /// change is stored as made, as a crash at that instant would; once per
-    /// `<file>`, which it creates first.
+    /// Test hook [`Hook::KillInMigApply`](crate::test_hooks::Hook): as a
+    /// crash at that instant would.
     fn kill_in_apply_hook(&mut self, gpu: u32) {
-        let Some(marker) = std::env::var_os("GPU_AGENT_TEST_KILL_IN_MIG_APPLY") else {
+        let Some(marker) = crate::test_hooks::Hook::KillInMigApply.value() else {
             return;
         };
         let marker = std::path::PathBuf::from(marker);

@@ -51,6 +51,7 @@ use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
 use crate::exporter::Telemetry;
 use crate::layout::{Target, Targets};
+use crate::test_hooks::Hook;
 use executor::{Executor, MockLoad};
 use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::agenda::Agenda;
@@ -70,6 +71,11 @@ use tokens::ClientTokens;
 pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
 pub use mig_apply::{resumes as mig_change_resumes, MigOptions, MigTarget, STABLE as MIG_STABLE};
 pub use time::Timebase;
+
+/// The exit status of a daemon whose engine thread panicked (`EX_SOFTWARE`):
+/// it exits rather than answer every later call "stopping", so that its
+/// service manager restarts it.
+pub const ENGINE_PANICKED: i32 = 70;
 
 /// How a request is answered.
 pub type Reply<T> = oneshot::Sender<Result<T, AgentError>>;
@@ -494,14 +500,13 @@ pub struct Engine {
     stopping: bool,
     /// Recent `client_token`s, for retried submissions.
     tokens: ClientTokens,
-    /// Test hook (`GPU_AGENT_TEST_KILL_AFTER_STORE=<task name>`): the engine
-    /// SIGKILLs its process right after storing a new task of that name and
-    /// before answering, as a crash at that instant would.
+    /// Test hook [`Hook::KillAfterStore`]: as a crash at that instant would.
     kill_after_store: Option<String>,
-    /// Test hook (`GPU_AGENT_TEST_HANG_ON=<task name>`): the engine thread
-    /// hangs for good when a task of that name is submitted, as a policy or
-    /// a driver call that never returns would make it.
+    /// Test hook [`Hook::HangOn`]: as a policy or a driver call that never
+    /// returns would make it.
     hang_on: Option<String>,
+    /// Test hook [`Hook::PanicOn`]: as a bug would.
+    panic_on: Option<String>,
     telemetry: Telemetry,
     /// MIG layout changes under way (`mig_apply.rs`).
     mig: mig_apply::MigChanges,
@@ -558,8 +563,9 @@ impl Engine {
             intents_through: None,
             stopping: false,
             tokens: ClientTokens::default(),
-            kill_after_store: std::env::var("GPU_AGENT_TEST_KILL_AFTER_STORE").ok(),
-            hang_on: std::env::var("GPU_AGENT_TEST_HANG_ON").ok(),
+            kill_after_store: Hook::KillAfterStore.value(),
+            hang_on: Hook::HangOn.value(),
+            panic_on: Hook::PanicOn.value(),
             telemetry: setup.telemetry,
             mig: mig_apply::MigChanges::default(),
         };
@@ -585,8 +591,24 @@ impl Engine {
         std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || {
-                engine.flush(round);
-                engine.run(rx);
+                let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    engine.flush(round);
+                    engine.run(rx);
+                }));
+                if let Err(panic) = served {
+                    // What each round changed is stored with it; what the
+                    // panicking round changed is lost, and was not answered.
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("no message");
+                    log::error!(
+                        "the engine thread panicked ({what}); exiting with status \
+                         {ENGINE_PANICKED} to be restarted from what is stored"
+                    );
+                    std::process::exit(ENGINE_PANICKED);
+                }
             })
             .map_err(EngineError::Thread)
     }

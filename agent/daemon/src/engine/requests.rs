@@ -112,6 +112,13 @@ impl Engine {
                         std::thread::park();
                     }
                 }
+                if self
+                    .panic_on
+                    .as_ref()
+                    .is_some_and(|name| *name == spec.name)
+                {
+                    panic!("test hook: the engine panics on task {:?}", spec.name);
+                }
                 if let Some(answer) = self.resubmission(owner, &spec, round) {
                     return round.reply(reply, answer);
                 }
