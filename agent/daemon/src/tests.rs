@@ -665,6 +665,95 @@ async fn every_maximal_configuration_of_every_mig_model_applies_through_apply_mi
     );
 }
 
+/// `examples/mig-profile-forms.yaml`, which spells profiles in every form
+/// of the grammar, applies through `ApplyMigConfig` on a mock with one GPU
+/// of each catalogued MIG model: each GPU is laid out exactly as its entry
+/// asks, the entry for a model the host lacks (its Blackwell-only attribute
+/// forms and a compute instance) selects nothing, and the host asserts true.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_profile_form_applies_on_every_mig_model() {
+    use gpu_agent_core::catalogue::CATALOGUE;
+    let yaml = include_str!("../../../examples/mig-profile-forms.yaml");
+    let models: Vec<_> = CATALOGUE.iter().filter(|m| m.mig_capable()).collect();
+    let host: String = models
+        .iter()
+        .map(|m| format!("[[gpu]]\nmodel = \"{}\"\nspeed = 1.0\n", m.name))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _client, mock, _server) = serve_both_on(dir.path(), &host).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    let changing = agent
+        .apply_mig_config(yaml, "every-form", Default::default())
+        .await
+        .unwrap();
+    assert_eq!(changing, [0, 1, 2, 3, 4, 5]);
+    let mut left: std::collections::BTreeSet<u32> = changing.into_iter().collect();
+    while !left.is_empty() {
+        let signal = tokio::time::timeout(Duration::from_secs(30), changes.next())
+            .await
+            .expect("a MigChanged within 30 s")
+            .expect("the stream goes on");
+        let args = signal.args().unwrap();
+        if ["stable", "failed", "reset-required"].contains(&args.state) {
+            assert_eq!(args.state, "stable", "GPU {}: {}", args.gpu, args.message);
+            left.remove(&args.gpu);
+        }
+    }
+    let layouts: Vec<(&str, Vec<String>)> = models
+        .iter()
+        .enumerate()
+        .map(|(gpu, m)| {
+            let table = m.mig.unwrap();
+            let mut made: Vec<(u32, &str)> = mock
+                .gpu_instances(gpu as u32)
+                .unwrap()
+                .iter()
+                .map(|gi| {
+                    (
+                        gi.placement.start,
+                        table.profile(gi.profile_id).unwrap().name,
+                    )
+                })
+                .collect();
+            made.sort();
+            let made = made.iter().map(|(s, p)| format!("{p}@{s}")).collect();
+            (m.name, made)
+        })
+        .collect();
+    let want: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "A100-SXM4-40GB",
+            vec!["3g.20gb@0", "1g.5gb@4", "1g.5gb+me@5", "1g.10gb@6"],
+        ),
+        (
+            "A100-SXM4-80GB",
+            vec!["4g.40gb@0", "2g.20gb@4", "1g.10gb+me@6"],
+        ),
+        (
+            "H100-SXM5-80GB",
+            vec!["2g.20gb@0", "1g.20gb@2", "1g.20gb@4", "1g.10gb+me@6"],
+        ),
+        (
+            "H100-PCIe-80GB",
+            vec!["2g.20gb@0", "1g.20gb@2", "1g.20gb@4", "1g.10gb+me@6"],
+        ),
+        ("H200-SXM-141GB", vec!["7g.141gb@0"]),
+        (
+            "A30-PCIe-24GB",
+            vec!["2g.12gb+me@0", "1g.6gb@2", "1g.6gb+me@3"],
+        ),
+    ];
+    let layouts: Vec<(&str, Vec<&str>)> = layouts
+        .iter()
+        .map(|(m, l)| (*m, l.iter().map(String::as_str).collect()))
+        .collect();
+    assert_eq!(layouts, want);
+    assert_eq!(
+        agent.assert_mig_config(yaml, "every-form").await.unwrap(),
+        (true, vec![])
+    );
+}
+
 /// A drained GPU where a process the agent did not start runs is not
 /// changed until that process has gone.
 #[tokio::test(flavor = "multi_thread")]
