@@ -29,6 +29,11 @@
 //! be linked here, since every plugin rlib defines the same root-module symbol
 //! as the `fifo` rlib the agent links.
 //!
+//! The rows marked `(own thread)` run the same policy as the daemon does,
+//! each call handed to the policy's thread and its answer awaited
+//! (`gpu_agent_daemon::policy_thread`): their sched. work includes that
+//! hand-off, so the difference to the row above is its cost.
+//!
 //! Environment: `SOS_BENCH_RUNS=N` runs each row N times (default 11);
 //! `SOS_AGAINST=DIR` adds both sos rows for another build of the plugin,
 //! `DIR/libgpu_agent_policy_sos.so` (say, main's, copied aside), to compare
@@ -42,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use gpu_agent_core::policy::PolicyInstance;
 use gpu_agent_core::{apps::AppLibrary, host::Host};
+use gpu_agent_daemon::policy_thread;
 use gpu_agent_loader::Plugin;
 use gpu_agent_plugin_api::{
     abi_stable::{
@@ -174,16 +180,22 @@ fn plugins() -> (Plugin, Plugin) {
     )
 }
 
-fn replay(host: &Host, trace: &Trace, plugin: &Plugin, params: &[(String, String)]) -> Run {
-    let name = plugin.name();
+fn replay(host: &Host, trace: &Trace, row: &Row) -> Run {
+    let name = row.plugin.name();
     let tally = Arc::new(Tally::default());
+    let inner = if row.on_thread {
+        // As the daemon runs it; the budget never binds here.
+        policy_thread::start(row.plugin, row.params.clone(), Duration::from_secs(60)).unwrap()
+    } else {
+        row.plugin.instantiate(&row.params).unwrap()
+    };
     let timed = Timed {
-        inner: plugin.instantiate(params).unwrap().policy,
+        inner: inner.policy,
         tally: tally.clone(),
     };
     let instance = PolicyInstance {
-        name: name.into(),
-        policy: Policy_TO::from_value(timed, TD_Opaque),
+        abandoned: inner.abandoned,
+        ..PolicyInstance::new(name, Policy_TO::from_value(timed, TD_Opaque))
     };
     let (wall, cpu, first_tick) = (Instant::now(), thread_cpu_time(), ticks());
     let outcome = sim::simulate(host, trace, instance, |_| {}).unwrap();
@@ -237,6 +249,9 @@ struct Row {
     name: String,
     plugin: Plugin,
     params: Vec<(String, String)>,
+    /// Whether each call is handed to the policy's own thread, as the
+    /// daemon does (`gpu_agent_daemon::policy_thread`).
+    on_thread: bool,
 }
 
 /// The sos rows (both models, alpha 0.6) of one build of the plugin.
@@ -250,6 +265,7 @@ fn sos_rows(plugin: &Plugin, build: &str) -> Vec<Row> {
                 ("alpha".to_string(), ALPHA.to_string()),
                 ("model".to_string(), model.to_string()),
             ],
+            on_thread: false,
         })
         .collect()
 }
@@ -280,7 +296,19 @@ fn main() {
         name: "greedy-eft".into(),
         plugin: greedy_eft,
         params: Vec::new(),
+        on_thread: false,
     });
+    // The daemon's way: each call handed to the policy's thread and awaited.
+    let threaded: Vec<Row> = [&rows[0], rows.last().unwrap()]
+        .into_iter()
+        .map(|row| Row {
+            name: format!("{} (own thread)", row.name),
+            plugin: row.plugin,
+            params: row.params.clone(),
+            on_thread: true,
+        })
+        .collect();
+    rows.extend(threaded);
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(6);
     println!(
         "\n{:<width$} {:>7} {:>7} {:>15} {:>10} {:>15} {:>10} {:>15} {:>11}",
@@ -297,7 +325,7 @@ fn main() {
     let mut results: Vec<Vec<Run>> = rows.iter().map(|_| Vec::new()).collect();
     for _ in 0..runs {
         for (row, out) in rows.iter().zip(&mut results) {
-            out.push(replay(&host, &trace, &row.plugin, &row.params));
+            out.push(replay(&host, &trace, row));
         }
     }
     for (row, runs) in rows.iter().zip(&results) {

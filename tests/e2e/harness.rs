@@ -26,6 +26,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
 ];
 /// Fixture plugins (tests/fixture-plugins, never part of the product).
 pub const PANICKY: &str = "libfixture_panicky.so";
+pub const HANGING: &str = "libfixture_hanging.so";
 pub const ABI_MISMATCH: &str = "libfixture_abi_mismatch.so";
 
 /// The directory holding freshly built `gpuctl`, `gpu-agentd` and plugin files.

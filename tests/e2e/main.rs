@@ -19,6 +19,7 @@ mod daemon_errors;
 mod daemon_exec;
 mod daemon_full_disk;
 mod daemon_health;
+mod daemon_hung_policy;
 mod daemon_metrics;
 mod daemon_mig;
 mod daemon_mig_apply;

@@ -182,6 +182,9 @@ struct Status {
     backend: String,
     /// The active policy.
     policy: String,
+    /// The stored policy fault (`policy NAME failed: REASON`; empty: none):
+    /// that policy stays off until an admin chooses it again.
+    policy_fault: String,
     /// How many devices it schedules on.
     devices: usize,
     /// The indices of those offline (failed or drained).
@@ -261,6 +264,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
             version: client.call(agent.version()).await?,
             backend: client.call(agent.backend()).await?,
             policy: client.call(agent.policy()).await?,
+            policy_fault: client.call(agent.last_policy_fault()).await?,
             devices: devices.iter().filter(|d| d.schedulable).count(),
             offline: devices
                 .iter()
@@ -306,10 +310,13 @@ fn status_text(s: &Status) -> String {
         ("version", s.version.clone()),
         ("backend", s.backend.clone()),
         ("policy", s.policy.clone()),
+        ("policy fault", s.policy_fault.clone()),
         ("devices", devices_text(s.devices, &s.offline)),
         ("tasks", tasks),
     ] {
-        table.row(vec![key.into(), value]);
+        if !value.is_empty() {
+            table.row(vec![key.into(), value]);
+        }
     }
     table.render()
 }
@@ -680,6 +687,7 @@ mod tests {
             version: "0.1.0".into(),
             backend: "mock:examples/host.toml".into(),
             policy: "fifo".into(),
+            policy_fault: String::new(),
             devices: 4,
             offline: vec![],
             tasks: Counts(n),
@@ -691,6 +699,24 @@ mod tests {
              policy   fifo\n\
              devices  4\n\
              tasks    7: 2 queued, 5 succeeded\n"
+        );
+        let faulted = Status {
+            version: "0.1.0".into(),
+            backend: "mock:examples/host.toml".into(),
+            policy: "fifo (built-in fallback)".into(),
+            policy_fault: "policy sos failed: panicked: oops".into(),
+            devices: 4,
+            offline: vec![],
+            tasks: Counts(n),
+        };
+        assert_eq!(
+            status_text(&faulted),
+            "version       0.1.0\n\
+             backend       mock:examples/host.toml\n\
+             policy        fifo (built-in fallback)\n\
+             policy fault  policy sos failed: panicked: oops\n\
+             devices       4\n\
+             tasks         7: 2 queued, 5 succeeded\n"
         );
         assert_eq!(devices_text(4, &[0, 3]), "4 (2 offline: 0, 3)");
         let json = serde_json::to_string(&status.tasks).unwrap();

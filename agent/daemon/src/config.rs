@@ -16,6 +16,11 @@ pub const DEFAULT_CONFIG: &str = "/etc/gpu-agent/agent.toml";
 /// Where the daemon keeps its state unless told otherwise.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/gpu-agent";
 
+/// The largest `policy_budget_ms`: a minute, twice the unit's
+/// `WatchdogSec=30s` (a budget near that leaves the watchdog to end a hung
+/// policy's daemon instead of the budget).
+pub const MAX_POLICY_BUDGET_MS: u64 = 60_000;
+
 /// Which bus the daemon serves on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -70,6 +75,9 @@ pub struct Config {
     pub cancel_grace_s: f64,
     /// The clocks of an idle GPU.
     pub idle_clocks: IdleClocks,
+    /// How long a policy call (its constructor, each event) may take before
+    /// it is a policy fault (`crate::policy_thread`).
+    pub policy_budget: std::time::Duration,
     /// Where `/metrics` is served (Prometheus); `None`: nowhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// `[policies.NAME]` tables: the parameters each policy is built with
@@ -133,6 +141,7 @@ impl Default for Config {
             keep_tasks_on_stop: false,
             cancel_grace_s: 10.0,
             idle_clocks: IdleClocks::Default,
+            policy_budget: crate::policy_thread::DEFAULT_BUDGET,
             metrics_listen: None,
             policies: BTreeMap::new(),
             mig: MigSettings::default(),
@@ -153,6 +162,7 @@ struct RawConfig {
     keep_tasks_on_stop: Option<bool>,
     cancel_grace_s: Option<Spanned<f64>>,
     idle_clocks: Option<Spanned<String>>,
+    policy_budget_ms: Option<Spanned<i64>>,
     metrics_listen: Option<Spanned<String>>,
     policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
     mig: Option<RawMig>,
@@ -283,7 +293,8 @@ fn key_line(path: &Path, key: &str) -> Option<u64> {
 impl Config {
     /// The keys a running daemon only reads at start: a change to them takes
     /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop`,
-    /// `cancel_grace_s` and `idle_clocks` take effect at `Reload`.)
+    /// `cancel_grace_s`, `idle_clocks` and `policy_budget_ms` take effect at
+    /// `Reload`; the budget for the policies built from then on.)
     pub const START_ONLY_KEYS: [&'static str; 8] = [
         "policy",
         "state_dir",
@@ -420,6 +431,27 @@ impl Config {
                 })
                 .transpose()?
                 .unwrap_or(d.idle_clocks),
+            policy_budget: raw
+                .policy_budget_ms
+                .map(|v| {
+                    let ms = *v.get_ref();
+                    u64::try_from(ms)
+                        .ok()
+                        .filter(|ms| (1..=MAX_POLICY_BUDGET_MS).contains(ms))
+                        .map(std::time::Duration::from_millis)
+                        .ok_or_else(|| {
+                            InputError::at(
+                                path,
+                                Some(line_of(text, v.span().start)),
+                                Some("policy_budget_ms".into()),
+                                format!(
+                                    "expected whole milliseconds from 1 to {MAX_POLICY_BUDGET_MS}, got {ms}"
+                                ),
+                            )
+                        })
+                })
+                .transpose()?
+                .unwrap_or(d.policy_budget),
             policies,
             mig: raw.mig.map_or(d.mig.clone(), |m| MigSettings {
                 allow_policy: m.allow_policy.unwrap_or(d.mig.allow_policy),
@@ -438,7 +470,7 @@ mod tests {
         let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
                     mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
                     keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n\
-                    idle_clocks = \"min\"\n[policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
+                    idle_clocks = \"min\"\npolicy_budget_ms = 250\n[policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
         let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
         assert_eq!(
             c,
@@ -453,6 +485,7 @@ mod tests {
                 keep_tasks_on_stop: true,
                 cancel_grace_s: 0.0,
                 idle_clocks: IdleClocks::Min,
+                policy_budget: std::time::Duration::from_millis(250),
                 metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
                 policies: [(
                     "sa-greedy".to_string(),
@@ -460,12 +493,12 @@ mod tests {
                         Setting {
                             key: "budget_ms".into(),
                             value: ParamValue::Int(50),
-                            line: 13,
+                            line: 14,
                         },
                         Setting {
                             key: "t0".into(),
                             value: ParamValue::Str("auto".into()),
-                            line: 14,
+                            line: 15,
                         },
                     ]
                 )]
@@ -631,6 +664,7 @@ mod tests {
         assert_eq!(example.keep_tasks_on_stop, d.keep_tasks_on_stop);
         assert_eq!(example.cancel_grace_s, d.cancel_grace_s);
         assert_eq!(example.idle_clocks, d.idle_clocks);
+        assert_eq!(example.policy_budget, d.policy_budget);
         assert_eq!(example.mig, d.mig);
         assert_eq!(
             example.plugin_dir.as_deref(),
@@ -657,6 +691,12 @@ mod tests {
             err("cancel_grace_s = -1.0"),
             "agent.toml:1: cancel_grace_s: expected a number >= 0, got -1"
         );
+        for ms in ["0", "60001", "-5"] {
+            assert_eq!(
+                err(&format!("\npolicy_budget_ms = {ms}")),
+                format!("agent.toml:2: policy_budget_ms: expected whole milliseconds from 1 to 60000, got {ms}")
+            );
+        }
         assert!(err("polcy = \"fifo\"")
             .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
         assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));

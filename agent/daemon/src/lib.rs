@@ -17,6 +17,7 @@ pub mod heap;
 pub mod layout;
 pub mod mig;
 pub mod policy_params;
+pub mod policy_thread;
 pub mod service;
 pub mod store;
 mod supervise;
@@ -172,8 +173,14 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         }),
         None => Vec::new(),
     };
-    let (policy, policy_params) =
-        choose_policy(&registry, &options, store.meta("policy")?, stored_params)?;
+    let fault = policy_thread::Fault::stored(&store)?;
+    let (policy, policy_params) = choose_policy(
+        &registry,
+        &options,
+        store.meta("policy")?,
+        stored_params,
+        fault.as_ref(),
+    )?;
     log::info!(
         "{} device(s) on {backend_name}; policy {}; state in {}; time scale {}",
         devices.len(),
@@ -212,6 +219,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         MigView::new(backend.clone())?,
     )
     .time_submits(telemetry.submit_seconds.clone());
+    if let Some(fault) = &fault {
+        agent.record_policy_fault(fault.describe());
+    }
     // Bound before anything starts, so that a taken port refuses the start.
     let metrics_listener = match cfg.metrics_listen {
         Some(addr) => Some(
@@ -399,18 +409,42 @@ fn inventory(backend: &dyn GpuBackend) -> Result<Vec<DeviceSpec>, DaemonError> {
 /// The policy to start with, and the parameters it was given: `--policy`
 /// (none given), else the last `SetPolicy` with the parameters stored with
 /// it, else the configuration's, else `fifo`. Each is built with its
-/// `[policies.NAME]` table.
+/// `[policies.NAME]` table, on its own thread within the call budget
+/// (`policy_thread`). The built-in FIFO order when the one chosen so is the
+/// policy of a stored fault: only an admin's `SetPolicy` makes that one
+/// active again.
 fn choose_policy(
     registry: &Registry,
     options: &Options,
     stored: Option<String>,
     stored_params: policy_params::Params,
+    fault: Option<&policy_thread::Fault>,
 ) -> Result<(PolicyInstance, policy_params::Params), DaemonError> {
     let file = options.source.path();
+    let chosen = options
+        .policy
+        .clone()
+        .or_else(|| stored.clone())
+        .or_else(|| options.config.policy.clone());
+    if let Some(fault) = fault.filter(|f| chosen.as_deref() == Some(f.policy.as_str())) {
+        log::warn!(
+            "policy {} failed before ({}); it is not made active again until an admin \
+             chooses it (gpuctl policy use {}): running the built-in FIFO order",
+            fault.policy,
+            fault.reason,
+            fault.policy
+        );
+        return Ok((gpu_agent_core::policy::builtin_fifo(), Vec::new()));
+    }
     let build = |name: &str, given: &[(String, String)]| -> Result<PolicyInstance, DaemonError> {
         let plugin = registry.find(name)?;
         let table = policy_params::table(&options.config, file.as_deref(), plugin)?;
-        Ok(plugin.instantiate(&policy_params::effective(table, given))?)
+        let params = policy_params::effective(table, given);
+        Ok(policy_thread::start(
+            *plugin,
+            params,
+            options.config.policy_budget,
+        )?)
     };
     if let Some(name) = &options.policy {
         return Ok((build(name, &[])?, Vec::new()));
@@ -508,6 +542,20 @@ async fn pump_notices(
                 added,
                 retired,
             } => relayout(&conn, &backend, &objects, gpu, added, retired).await,
+            Notice::PolicyFault(fault) => {
+                let agent_ref = agent.get().await;
+                agent_ref
+                    .record_policy_fault(fault.as_ref().map_or(String::new(), |f| f.describe()));
+                let emitter = agent.signal_emitter();
+                let signalled = match &fault {
+                    Some(f) => AgentService::policy_fault(emitter, &f.policy, &f.reason).await,
+                    None => Ok(()),
+                };
+                match signalled {
+                    Ok(()) => agent_ref.last_policy_fault_changed(emitter).await,
+                    Err(e) => Err(e),
+                }
+            }
             Notice::Policy { name, parameters } => {
                 let agent_ref = agent.get().await;
                 agent_ref.record_policy(name, parameters_to_dict(&parameters));

@@ -24,6 +24,8 @@ pub struct AgentService {
     engine: mpsc::Sender<Request>,
     auth: Auth,
     policy: Mutex<(String, Dict)>,
+    /// The stored policy fault, described (`""`: none).
+    policy_fault: Mutex<String>,
     version: String,
     backend: String,
     mig: MigView,
@@ -47,6 +49,7 @@ impl AgentService {
             engine,
             auth,
             policy: Mutex::new(policy),
+            policy_fault: Mutex::new(String::new()),
             version: env!("CARGO_PKG_VERSION").into(),
             backend,
             mig,
@@ -68,6 +71,12 @@ impl AgentService {
     /// for the properties.
     pub fn record_policy(&self, name: String, parameters: Dict) {
         *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = (name, parameters);
+    }
+
+    /// Records the stored policy fault, described (`""`: none), for the
+    /// `LastPolicyFault` property.
+    pub fn record_policy_fault(&self, fault: String) {
+        *self.policy_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 
     /// Records GPU `gpu`'s MIG change state (the engine's notice).
@@ -481,6 +490,27 @@ impl AgentService {
         state: &str,
         message: &str,
     ) -> zbus::Result<()>;
+
+    /// A policy failed (an error, a panic, an invalid decision, or a call
+    /// over `policy_budget_ms`): the built-in FIFO order runs from now on,
+    /// and `policy` is not made active again, at a restart either, until an
+    /// admin's `SetPolicy`.
+    #[zbus(signal)]
+    pub async fn policy_fault(
+        emitter: &SignalEmitter<'_>,
+        policy: &str,
+        reason: &str,
+    ) -> zbus::Result<()>;
+
+    /// The stored policy fault (`policy NAME failed: REASON`; `""`: none),
+    /// until an admin's `SetPolicy` clears it.
+    #[zbus(property)]
+    async fn last_policy_fault(&self) -> String {
+        self.policy_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 
     /// The active policy.
     #[zbus(property)]

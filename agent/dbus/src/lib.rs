@@ -157,6 +157,12 @@ pub trait Agent1 {
     /// A task changed state.
     #[zbus(signal)]
     fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;
+    /// A policy failed; the built-in FIFO order runs from now on.
+    #[zbus(signal)]
+    fn policy_fault(&self, policy: &str, reason: &str) -> zbus::Result<()>;
+    /// The stored policy fault (`""`: none), until an admin's `SetPolicy`.
+    #[zbus(property)]
+    fn last_policy_fault(&self) -> zbus::Result<String>;
     /// The active policy.
     #[zbus(property)]
     fn policy(&self) -> zbus::Result<String>;

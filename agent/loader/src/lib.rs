@@ -137,10 +137,7 @@ impl Plugin {
         let policy = (self.module.new())(RSlice::from_slice(&params))
             .into_result()
             .map_err(|e| fail(e.into_string()))?;
-        Ok(PolicyInstance {
-            name: self.name().into(),
-            policy,
-        })
+        Ok(PolicyInstance::new(self.name(), policy))
     }
 }
 

@@ -336,6 +336,7 @@ fn replay(
             },
             TD_Opaque,
         ),
+        abandoned: policy.abandoned,
     };
     let mut core = Core::new(host.devices.clone(), policy).allowing_mig_policy(true);
     if default_clocks {

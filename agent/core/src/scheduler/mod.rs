@@ -854,6 +854,9 @@ impl Core {
             .policy
             .policy
             .on_event(&view, &NonExhaustive::new(event));
+        if self.policy.abandoned.is_raised() {
+            self.retire_lent();
+        }
         let outcome = answer
             .into_result()
             .map_err(|e| e.into_string())
@@ -869,6 +872,23 @@ impl Core {
         // of them once its decisions are all applied.
         for device in std::mem::take(&mut self.mig_drained) {
             self.consult(Event::DeviceChanged { device }, actions);
+        }
+    }
+
+    /// Leaves what the last view lent to a call that is still running (one
+    /// given up, [`crate::policy::Abandoned`]) to that call for good: the
+    /// task table, the pending queue, the device views and the local queues
+    /// go on as copies, and the originals are leaked, never changed or freed.
+    /// O(tasks held), once per abandoned call.
+    fn retire_lent(&mut self) {
+        self.tasks.retire_lent();
+        self.pending.retire_lent();
+        self.views.retire_lent();
+        for slot in &mut self.slots {
+            let copy = slot.queue.clone();
+            std::mem::forget(std::mem::replace(&mut slot.queue, copy));
+            // Its view points into the leaked queue until rewritten.
+            slot.view_stale = true;
         }
     }
 

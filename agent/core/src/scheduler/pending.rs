@@ -22,6 +22,13 @@ impl Pending {
         &self.keys[self.head..]
     }
 
+    /// Goes on with a copy of the keys, leaking the originals (see
+    /// `Table::retire_lent`).
+    pub fn retire_lent(&mut self) {
+        let copy = self.keys.clone();
+        std::mem::forget(std::mem::replace(&mut self.keys, copy));
+    }
+
     pub fn len(&self) -> usize {
         self.keys.len() - self.head
     }

@@ -26,10 +26,7 @@ where
 fn scripted(
     f: impl FnMut(&View<'_>, &Event) -> Result<Vec<Decision>, String> + Send + 'static,
 ) -> PolicyInstance {
-    PolicyInstance {
-        name: "scripted".into(),
-        policy: guard(Scripted(f)),
-    }
+    PolicyInstance::new("scripted", guard(Scripted(f)))
 }
 
 fn core(
@@ -101,6 +98,67 @@ fn fault(actions: &[Action]) -> Option<&str> {
         Action::PolicyFault { reason, .. } => Some(reason.as_str()),
         _ => None,
     })
+}
+
+#[test]
+fn an_abandoned_call_keeps_what_its_view_showed_and_fifo_carries_on() {
+    // The policy queues a on device 0, then gives up on b's arrival as the
+    // daemon's time budget does: it raises `abandoned` and answers `Err`,
+    // keeping the view it was lent, as a call still running would.
+    let lent = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let kept = lent.clone();
+    let abandoned = crate::policy::Abandoned::default();
+    let raise = abandoned.clone();
+    let policy = scripted(move |view, event| match event {
+        Event::Arrived { task } if view.task(*task).id.as_str() == "b" => {
+            // SAFETY (of the test): the view's lifetime is erased to keep it
+            // past the call, which is exactly what the core must make sound.
+            let view: View<'static> = unsafe { std::mem::transmute(*view) };
+            *kept.lock().unwrap() = Some(view);
+            raise.raise();
+            Err("did not answer within 10 ms".into())
+        }
+        _ => Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, None))
+            .collect()),
+    });
+    let mut core = Core::new(
+        Host::of_models([catalogue::lookup("T4").unwrap(); 2]).devices,
+        PolicyInstance {
+            abandoned,
+            ..policy
+        },
+    );
+    let (a, _) = core.submit(0.0, spec("a", 0.0, 3.0));
+    let (b, actions) = core.submit(1.0, spec("b", 1.0, 2.0));
+    assert_eq!(fault(&actions), Some("did not answer within 10 ms"));
+    assert_eq!(core.policy_name(), "fifo (built-in fallback)");
+    assert_eq!(starts(&actions), vec![(b, vec![1], 2.0)]);
+
+    // The core goes on changing its tables: a ends, more tasks come and go.
+    core.handle(3.0, Input::Finished { task: a, ok: true });
+    for i in 0..100 {
+        let (key, actions) = core.submit(4.0 + f64::from(i), spec(&format!("c{i}"), 4.0, 0.5));
+        assert_eq!(starts(&actions).len(), 1, "c{i} starts at once");
+        core.handle(
+            4.5 + f64::from(i),
+            Input::Finished {
+                task: key,
+                ok: true,
+            },
+        );
+    }
+
+    // What the abandoned call was shown is as it was shown.
+    let view = lent.lock().unwrap().take().expect("the call kept its view");
+    let ids: Vec<&str> = view.held.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(view.pending.as_slice(), [b]);
+    assert_eq!(view.devices.len(), 2);
+    assert_eq!(view.devices[0].running, ROption::RSome(a));
+    assert!(view.devices[1].queue.is_empty());
 }
 
 #[test]
@@ -479,13 +537,7 @@ fn switching_policy_offers_the_new_one_every_pending_task() {
     core.submit(0.0, spec("b", 0.0, 1.0));
     assert_eq!(core.pending().len(), 2);
     let fifo = crate::policy::builtin_fifo();
-    let actions = core.set_policy(
-        1.0,
-        PolicyInstance {
-            name: "fifo".into(),
-            policy: fifo.policy,
-        },
-    );
+    let actions = core.set_policy(1.0, PolicyInstance::new("fifo", fifo.policy));
     assert_eq!(starts(&actions), vec![(0, vec![0], 1.0), (1, vec![1], 1.0)]);
     assert!(core.pending().is_empty());
     assert_eq!(core.policy_name(), "fifo");

@@ -42,6 +42,14 @@ impl Views {
         Views { devices }
     }
 
+    /// Goes on with a copy of the views, leaking the originals (see
+    /// `Table::retire_lent`); the caller marks every slot `view_stale`, since
+    /// the copies' queues point into the leaked queues.
+    pub fn retire_lent(&mut self) {
+        let copy = self.devices.clone();
+        std::mem::forget(std::mem::replace(&mut self.devices, copy));
+    }
+
     /// The views of `slots` (the slots this was made from) at `now`, which
     /// never goes back; clears the slots' `view_stale` marks.
     pub fn refresh<'a>(&'a mut self, slots: &'a mut [Slot], now: f64) -> &'a [Device<'a>] {

@@ -202,6 +202,12 @@ impl Engine {
                     log::warn!(
                         "policy {policy} failed: {reason}; continuing with the built-in FIFO order"
                     );
+                    let fault = crate::policy_thread::Fault { policy, reason };
+                    round.ops.push(super::Op::SetMeta(
+                        crate::policy_thread::Fault::META_KEY.into(),
+                        fault.to_json(),
+                    ));
+                    round.notice(Notice::PolicyFault(Some(fault)));
                     round.notice(self.policy_notice());
                 }
                 Action::Assigned { task } => round.assigned.push(task),

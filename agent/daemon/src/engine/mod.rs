@@ -293,6 +293,9 @@ pub enum Notice {
         /// The instances the change retired.
         retired: Vec<DeviceSpec>,
     },
+    /// A policy failed (`Some`, stored: signalled `PolicyFault`), or an
+    /// admin's `SetPolicy` cleared the stored fault (`None`).
+    PolicyFault(Option<crate::policy_thread::Fault>),
     /// The active policy, or its parameters, changed.
     Policy {
         /// Its name.

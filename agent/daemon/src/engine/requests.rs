@@ -448,8 +448,8 @@ impl Engine {
             .map_err(|e| AgentError::InvalidArgument(format!("policy {name}: {e}")))?;
         let table = policy_params::table(&self.config, self.source.path().as_deref(), &plugin)
             .map_err(|e| AgentError::Failed(e.to_string()))?;
-        let policy = plugin
-            .instantiate(&policy_params::effective(table, &given))
+        let params = policy_params::effective(table, &given);
+        let policy = crate::policy_thread::start(plugin, params, self.config.policy_budget)
             .map_err(|e| {
                 if given.is_empty() {
                     AgentError::UnknownPolicy(e.to_string())
@@ -466,6 +466,12 @@ impl Engine {
             policy_params::META_KEY.into(),
             policy_params::encode(&self.policy_params),
         ));
+        // An admin chose: a stored fault no longer holds any policy back.
+        round.ops.push(super::Op::SetMeta(
+            crate::policy_thread::Fault::META_KEY.into(),
+            String::new(),
+        ));
+        round.notice(super::Notice::PolicyFault(None));
         round.notice(self.policy_notice());
         log::info!(
             "policy is now {name}{}",
@@ -567,7 +573,10 @@ impl Engine {
                     None
                 } else {
                     let params = policy_params::effective(after, &self.policy_params);
-                    Some(new.instantiate(&params).map_err(|e| refuse(&e))?)
+                    Some(
+                        crate::policy_thread::start(*new, params, config.policy_budget)
+                            .map_err(|e| refuse(&e))?,
+                    )
                 }
             }
             _ => None,
@@ -587,6 +596,7 @@ impl Engine {
         self.config.plugin_dir = config.plugin_dir;
         self.config.keep_tasks_on_stop = config.keep_tasks_on_stop;
         self.config.cancel_grace_s = config.cancel_grace_s;
+        self.config.policy_budget = config.policy_budget;
         self.config.idle_clocks = config.idle_clocks;
         let mut names: Vec<&str> = self.registry.plugins.iter().map(|p| p.name()).collect();
         names.sort_unstable();
