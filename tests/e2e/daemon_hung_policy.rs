@@ -22,6 +22,18 @@ fn task(weight: f64) -> gpu_agent_dbus::SubmitSpec {
 
 const HANG_WEIGHT: f64 = 666.0;
 
+fn policy(d: &Daemon) -> String {
+    d.block_on(d.proxy().policy()).expect("Policy")
+}
+
+/// Waits for the `Policy` property to read `name` (the bus side learns of
+/// a change just after the call that made it is answered).
+fn wait_policy(d: &Daemon, name: &str) {
+    wait_for(&format!("policy {name}"), LIMIT, || {
+        (policy(d) == name).then_some(())
+    });
+}
+
 #[test]
 fn daemon_hung_policy_falls_back_within_its_budget_and_stays_off_at_restart() {
     let mut d = Daemon::start_with(Settings {
@@ -48,10 +60,10 @@ fn daemon_hung_policy_falls_back_within_its_budget_and_stays_off_at_restart() {
             .contains("policy hanging: its constructor did not return within 300 ms"),
         "{error}"
     );
-    assert_eq!(d.block_on(proxy.policy()).unwrap(), "fifo");
+    assert_eq!(policy(&d), "fifo");
 
     d.block_on(proxy.set_policy("hanging")).expect("SetPolicy");
-    assert_eq!(d.block_on(proxy.policy()).unwrap(), "hanging");
+    wait_policy(&d, "hanging");
     let faults = d.block_on(proxy.receive_policy_fault()).expect("subscribe");
     let first = d.submit(&task(1.0)).expect("Submit under hanging");
 
@@ -71,7 +83,7 @@ fn daemon_hung_policy_falls_back_within_its_budget_and_stays_off_at_restart() {
         args.reason(),
         &"did not answer within 300 ms (policy_budget_ms); the call is abandoned on its thread"
     );
-    assert_eq!(d.block_on(proxy.policy()).unwrap(), FALLBACK);
+    wait_policy(&d, FALLBACK);
     let described = "policy hanging failed: did not answer within 300 ms \
                      (policy_budget_ms); the call is abandoned on its thread";
     assert_eq!(d.block_on(proxy.last_policy_fault()).unwrap(), described);
@@ -97,7 +109,7 @@ fn daemon_hung_policy_falls_back_within_its_budget_and_stays_off_at_restart() {
 
     // The restart keeps the fault: built-in FIFO, not the hanging policy.
     d.restart();
-    assert_eq!(d.block_on(proxy.policy()).unwrap(), FALLBACK);
+    assert_eq!(policy(&d), FALLBACK);
     assert_eq!(d.block_on(proxy.last_policy_fault()).unwrap(), described);
     assert!(
         d.stderr().contains(
@@ -113,7 +125,7 @@ fn daemon_hung_policy_falls_back_within_its_budget_and_stays_off_at_restart() {
 
     // Only an admin's choice makes it active again, and clears the fault.
     d.block_on(proxy.set_policy("hanging")).expect("SetPolicy");
-    assert_eq!(d.block_on(proxy.policy()).unwrap(), "hanging");
+    wait_policy(&d, "hanging");
     wait_for("the fault cleared", LIMIT, || {
         d.block_on(proxy.last_policy_fault())
             .unwrap()
