@@ -217,6 +217,9 @@ pub const CATALOGUE: &[GpuModel] = &[
         idle_w: 60.0,
         mig: Some(&mig::A100_80GB),
     },
+    // Clock table, power limits and MIG table compared with a real H100 80GB
+    // HBM3 (driver 580.159.04) by the read-only conformance suite: it lists
+    // a second memory clock, 1593 MHz, with the same core clocks.
     GpuModel {
         name: "H100-SXM5-80GB",
         pci_device_id: 0x2330_10DE,
@@ -225,12 +228,20 @@ pub const CATALOGUE: &[GpuModel] = &[
         memory_gb: 80.0,
         core_default_mhz: 1980,
         mem_default_mhz: 2619,
-        clock_table: &[MemClockSteps {
-            mem_mhz: 2619,
-            core_max_mhz: 1980,
-            core_min_mhz: 345,
-            core_step_mhz: 15.0,
-        }],
+        clock_table: &[
+            MemClockSteps {
+                mem_mhz: 2619,
+                core_max_mhz: 1980,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+            MemClockSteps {
+                mem_mhz: 1593,
+                core_max_mhz: 1980,
+                core_min_mhz: 345,
+                core_step_mhz: 15.0,
+            },
+        ],
         power_min_w: 200.0,
         power_default_w: 700.0,
         power_max_w: 700.0,

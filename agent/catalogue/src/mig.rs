@@ -397,6 +397,41 @@ mod tests {
     }
 
     #[test]
+    fn h100_matches_what_a_real_h100_reported() {
+        // The read-only conformance suite on an NVIDIA H100 80GB HBM3, driver
+        // 580.159.04, MIG mode off: the driver answered profile indices 0-4,
+        // 7 and 9 (and their placements); 5, 6, 8 and 10-16 (the 8 and 6
+        // slice, 2g+me, +gfx, -me and +me.all forms) Not Supported.
+        let rows: Vec<_> = H100_80GB
+            .profiles
+            .iter()
+            .map(|p| {
+                (
+                    p.id,
+                    p.name,
+                    p.compute_slices,
+                    p.memory_mib,
+                    p.max_count,
+                    p.placement_size,
+                    p.placement_starts,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (19, "1g.10gb", 1, 9984, 7, 1, &[0, 1, 2, 3, 4, 5, 6][..]),
+                (20, "1g.10gb+me", 1, 9984, 1, 1, &[0, 1, 2, 3, 4, 5, 6][..]),
+                (15, "1g.20gb", 1, 20096, 4, 2, &[0, 2, 4, 6][..]),
+                (14, "2g.20gb", 2, 20096, 3, 2, &[0, 2, 4][..]),
+                (9, "3g.40gb", 3, 40448, 2, 4, &[0, 4][..]),
+                (5, "4g.40gb", 4, 40448, 1, 4, &[0][..]),
+                (0, "7g.80gb", 7, 81152, 1, 8, &[0][..]),
+            ]
+        );
+    }
+
+    #[test]
     fn profile_names_read_as_nvidias_tools_read_them() {
         let read = |s: &str| ProfileName::parse(s).map(|n| n.to_string());
         for (name, canonical) in [

@@ -12,13 +12,17 @@ use crate::{ClockDomain, GpuBackend, Placement};
 use gpu_agent_core::catalogue;
 
 /// Reads every GPU; `wait_1s` lets one second of backend time pass (for the
-/// energy counter). Panics on a violated property; returns what it read.
-pub(super) fn check(b: &dyn GpuBackend, wait_1s: &dyn Fn()) -> String {
+/// energy counter). Panics on a violated property; returns what it read and
+/// where a GPU the catalogue knows differs from its entry (each difference
+/// also in the report), so that a run on a real GPU shows every answer
+/// before it fails.
+pub(super) fn check(b: &dyn GpuBackend, wait_1s: &dyn Fn()) -> (String, Vec<String>) {
     let mut report = String::new();
+    let mut differences = Vec::new();
     let count = b.device_count().expect("device_count");
     assert!(count >= 1, "no GPUs");
     for gpu in 0..count {
-        check_gpu(b, gpu, &mut report);
+        check_gpu(b, gpu, &mut report, &mut differences);
     }
     let before: Vec<Option<u64>> = (0..count)
         .map(|g| b.energy_mj(g).expect("energy"))
@@ -36,10 +40,13 @@ pub(super) fn check(b: &dyn GpuBackend, wait_1s: &dyn Fn()) -> String {
             writeln!(report, "GPU {gpu}: energy counter not supported").unwrap();
         }
     }
-    report
+    for d in &differences {
+        writeln!(report, "differs from the catalogue: {d}").unwrap();
+    }
+    (report, differences)
 }
 
-fn check_gpu(b: &dyn GpuBackend, gpu: u32, report: &mut String) {
+fn check_gpu(b: &dyn GpuBackend, gpu: u32, report: &mut String, differences: &mut Vec<String>) {
     let info = b.device_info(gpu).expect("device_info");
     assert_eq!(info.index, gpu);
     assert!(
@@ -143,7 +150,7 @@ fn check_gpu(b: &dyn GpuBackend, gpu: u32, report: &mut String) {
     }
 
     check_mig(b, gpu, info.mig_capable, mem.total_bytes, report);
-    compare_with_catalogue(b, gpu, &info.name);
+    differences.extend(compare_with_catalogue(b, gpu, &info.name));
 }
 
 fn check_mig(b: &dyn GpuBackend, gpu: u32, capable: bool, total: u64, report: &mut String) {
@@ -218,11 +225,16 @@ fn check_mig(b: &dyn GpuBackend, gpu: u32, capable: bool, total: u64, report: &m
     .unwrap();
 }
 
-/// A GPU the catalogue knows by its NVML name must match its catalogue entry.
-fn compare_with_catalogue(b: &dyn GpuBackend, gpu: u32, name: &str) {
+/// Where a GPU the catalogue knows by its NVML name differs from its
+/// catalogue entry: clock table, default core clock, power limits, and every
+/// MIG profile both ways (one the driver lacks, one the catalogue lacks, and
+/// each field of the ones both have).
+fn compare_with_catalogue(b: &dyn GpuBackend, gpu: u32, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
     let Some(model) = catalogue::lookup_nvml(name) else {
-        return;
+        return out;
     };
+    let at = format!("GPU {gpu} ({name})");
     let table = b.supported_clocks(gpu).expect("supported_clocks");
     let expected: Vec<(u32, Vec<u32>)> = model
         .clock_table
@@ -230,57 +242,90 @@ fn compare_with_catalogue(b: &dyn GpuBackend, gpu: u32, name: &str) {
         .map(|t| (t.mem_mhz, t.core_clocks()))
         .collect();
     let read: Vec<(u32, Vec<u32>)> = table.into_iter().map(|t| (t.mem_mhz, t.core_mhz)).collect();
-    assert_eq!(
-        read, expected,
-        "GPU {gpu} ({name}): clock table vs catalogue"
-    );
+    if read != expected {
+        out.push(format!(
+            "{at}: clock table {read:?}, catalogue {expected:?}"
+        ));
+    }
     let core = b.clocks(gpu, ClockDomain::Core).expect("clocks");
-    if let Some(d) = core.default {
-        assert_eq!(
-            d, model.core_default_mhz,
-            "GPU {gpu} ({name}): default core clock"
-        );
+    if let Some(d) = core.default.filter(|&d| d != model.core_default_mhz) {
+        out.push(format!(
+            "{at}: default core clock {d} MHz, catalogue {}",
+            model.core_default_mhz
+        ));
     }
     let limits = b.power_limits(gpu).expect("power_limits");
     let w = |mw: u32| f64::from(mw) / 1000.0;
-    assert_eq!(
-        (w(limits.min_mw), w(limits.max_mw)),
-        (model.power_min_w, model.power_max_w),
-        "GPU {gpu} ({name}): power limit constraints"
-    );
-    if let Some(mig) = model.mig {
-        let profiles = b.gpu_instance_profiles(gpu).expect("gpu_instance_profiles");
-        for p in mig.profiles {
-            let got = profiles.iter().find(|q| q.id == p.id);
-            let got = got.unwrap_or_else(|| panic!("GPU {gpu}: driver lacks profile {}", p.id));
-            let placements: Vec<Placement> = p
-                .placement_starts
-                .iter()
-                .map(|&start| Placement {
-                    start,
-                    size: p.placement_size,
-                })
-                .collect();
-            assert_eq!(
-                (
-                    got.slice_count,
-                    got.memory_bytes >> 20,
-                    got.max_count,
-                    &got.placements
-                ),
-                (p.compute_slices, p.memory_mib, p.max_count, &placements),
-                "GPU {gpu} ({name}): profile {} ({}) vs catalogue",
-                p.id,
-                p.name
-            );
+    let read = (w(limits.min_mw), w(limits.max_mw));
+    if read != (model.power_min_w, model.power_max_w) {
+        out.push(format!(
+            "{at}: power limits {read:?} W, catalogue {:?}",
+            (model.power_min_w, model.power_max_w)
+        ));
+    }
+    let Some(mig) = model.mig else {
+        return out;
+    };
+    let profiles = match b.gpu_instance_profiles(gpu) {
+        Ok(p) => p,
+        Err(e) => {
+            out.push(format!("{at}: the MIG profiles cannot be read: {e}"));
+            return out;
+        }
+    };
+    for p in mig.profiles {
+        let Some(got) = profiles.iter().find(|q| q.id == p.id) else {
+            out.push(format!(
+                "{at}: the driver lacks profile {} ({})",
+                p.id, p.name
+            ));
+            continue;
+        };
+        let placements: Vec<Placement> = p
+            .placement_starts
+            .iter()
+            .map(|&start| Placement {
+                start,
+                size: p.placement_size,
+            })
+            .collect();
+        let read = (
+            got.name.as_deref(),
+            got.slice_count,
+            got.memory_bytes >> 20,
+            got.max_count,
+            &got.placements,
+        );
+        let listed = (
+            Some(p.name),
+            p.compute_slices,
+            p.memory_mib,
+            p.max_count,
+            &placements,
+        );
+        // A driver without names (before R470) is compared on the rest.
+        let differs = match read.0 {
+            Some(_) => read != listed,
+            None => (read.1, read.2, read.3, read.4) != (listed.1, listed.2, listed.3, listed.4),
+        };
+        if differs {
+            out.push(format!(
+                "{at}: profile {}: driver (name, slices, MiB, max, placements) {read:?}, catalogue {listed:?}",
+                p.id
+            ));
         }
     }
+    for q in profiles.iter().filter(|q| mig.profile(q.id).is_none()) {
+        out.push(format!("{at}: the catalogue lacks {q}"));
+    }
+    out
 }
 
 #[test]
 fn mock_satisfies_the_read_only_suite_idle_and_busy() {
     let (b, clock) = every_model();
-    let report = check(as_dyn(&b), &|| clock.advance(1.0));
+    let (report, differences) = check(as_dyn(&b), &|| clock.advance(1.0));
+    assert_eq!(differences, Vec::<String>::new());
     // Idle, the energy counter grows by exactly the idle power over 1 s.
     assert!(
         report.contains("GPU 0: energy counter +55000 mJ over 1 s"),
@@ -300,7 +345,8 @@ fn mock_satisfies_the_read_only_suite_idle_and_busy() {
     b.reset_gpu(0).unwrap();
     let gi = b.create_gpu_instance(0, 9, 4).unwrap();
     b.create_compute_instance(0, gi.id, 2).unwrap();
-    let report = check(as_dyn(&b), &|| clock.advance(1.0));
+    let (report, differences) = check(as_dyn(&b), &|| clock.advance(1.0));
+    assert!(differences.is_empty(), "{differences:?}");
     assert!(
         report.contains("GPU 0: 1 GPU instance(s), 1 MIG device(s)"),
         "{report}"
@@ -310,6 +356,7 @@ fn mock_satisfies_the_read_only_suite_idle_and_busy() {
 #[ignore = "needs an NVIDIA GPU and driver; reads only"]
 fn nvml_read_only() {
     let b = crate::nvml::NvmlBackend::new().expect("NVML");
-    let report = check(&b, &|| std::thread::sleep(Duration::from_secs(1)));
+    let (report, differences) = check(&b, &|| std::thread::sleep(Duration::from_secs(1)));
     println!("{report}");
+    assert!(differences.is_empty(), "{differences:#?}");
 }
