@@ -99,11 +99,13 @@ fn daemon_reload_rescans_plugins_and_rereads_the_config() {
     // A bad file is refused, naming file, line and key, and nothing changes:
     // the plugin file removed meanwhile is still loaded.
     std::fs::remove_file(&panicky).unwrap();
-    std::fs::write(&config, "policy = \"fifo\"\ncancel_grace_s = -1\n").unwrap();
+    // (1e300 s was taken, and the next Cancel panicked the engine.)
+    std::fs::write(&config, "policy = \"fifo\"\ncancel_grace_s = 1e300\n").unwrap();
     let error = reload(&d).expect_err("a bad file is refused");
     assert!(
         error.contains(&format!(
-            "cannot reload: {}:2: cancel_grace_s: expected a number >= 0, got -1; nothing changed",
+            "cannot reload: {}:2: cancel_grace_s: expected seconds from 0 to 31536000 (a year), \
+             got 1e300; nothing changed",
             config.display()
         )),
         "{error}"

@@ -273,10 +273,10 @@ fn fuzz_agent_toml() {
         };
         match gpu_agent_daemon::config::Config::parse(Path::new("fuzz.toml"), &text) {
             Ok(c)
-                if c.time_scale.is_finite()
-                    && c.time_scale > 0.0
-                    && c.cancel_grace_s.is_finite()
-                    && c.cancel_grace_s >= 0.0 =>
+                if c.time_scale > 0.0
+                    && c.time_scale <= gpu_agent_daemon::config::MAX_TIME_SCALE
+                    && c.cancel_grace_s.as_secs_f64()
+                        <= gpu_agent_daemon::config::Seconds::MAX_S =>
             {
                 Outcome::Accepted
             }

@@ -1,6 +1,7 @@
 //! The daemon's configuration file (`/etc/gpu-agent/agent.toml`).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use std::collections::BTreeMap;
 
@@ -20,6 +21,78 @@ pub const DEFAULT_STATE_DIR: &str = "/var/lib/gpu-agent";
 /// `WatchdogSec=30s` (a budget near that leaves the watchdog to end a hung
 /// policy's daemon instead of the budget).
 pub const MAX_POLICY_BUDGET_MS: u64 = 60_000;
+
+/// A span of time as agent.toml or a D-Bus argument gives it, in seconds,
+/// checked once where it enters: a finite number from 0 to
+/// [`Seconds::MAX_S`]. From then on it is a [`Duration`] that no later
+/// conversion can fail on.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, Deserialize,
+)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Seconds(Duration);
+
+impl Seconds {
+    /// The longest span a setting or an argument may give: a year.
+    pub const MAX_S: f64 = 365.0 * 86_400.0;
+
+    /// `x` seconds; the error says what was expected and what came.
+    pub fn new(x: f64) -> Result<Seconds, String> {
+        if x.is_finite() && (0.0..=Seconds::MAX_S).contains(&x) {
+            Ok(Seconds(Duration::from_secs_f64(x)))
+        } else {
+            Err(format!(
+                "expected seconds from 0 to {} (a year), got {x:?}",
+                Seconds::MAX_S
+            ))
+        }
+    }
+
+    /// As a duration.
+    pub fn duration(self) -> Duration {
+        self.0
+    }
+
+    /// In seconds.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0.as_secs_f64()
+    }
+}
+
+impl TryFrom<f64> for Seconds {
+    type Error = String;
+    fn try_from(x: f64) -> Result<Seconds, String> {
+        Seconds::new(x)
+    }
+}
+
+impl From<Seconds> for f64 {
+    fn from(s: Seconds) -> f64 {
+        s.as_secs_f64()
+    }
+}
+
+impl std::fmt::Display for Seconds {
+    /// The number of seconds, as agent.toml writes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.as_secs_f64())
+    }
+}
+
+/// The fastest `time_scale` (agent.toml, `--time-scale`) the daemon runs at.
+pub const MAX_TIME_SCALE: f64 = 1e6;
+
+/// Checks a `time_scale`: a finite number > 0 and at most
+/// [`MAX_TIME_SCALE`]; the error says what was expected.
+pub fn time_scale(x: f64) -> Result<f64, String> {
+    if x.is_finite() && x > 0.0 && x <= MAX_TIME_SCALE {
+        Ok(x)
+    } else {
+        Err(format!(
+            "expected a number > 0 and <= {MAX_TIME_SCALE}, got {x:?}"
+        ))
+    }
+}
 
 /// Which bus the daemon serves on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -72,7 +145,7 @@ pub struct Config {
     /// Whether task processes keep running when the daemon stops.
     pub keep_tasks_on_stop: bool,
     /// Seconds between SIGTERM and SIGKILL when a task is cancelled.
-    pub cancel_grace_s: f64,
+    pub cancel_grace_s: Seconds,
     /// The clocks of an idle GPU.
     pub idle_clocks: IdleClocks,
     /// How long a policy call (its constructor, each event) may take before
@@ -139,7 +212,7 @@ impl Default for Config {
             time_scale: 1.0,
             apps: None,
             keep_tasks_on_stop: false,
-            cancel_grace_s: 10.0,
+            cancel_grace_s: Seconds(Duration::from_secs(10)),
             idle_clocks: IdleClocks::Default,
             policy_budget: crate::policy_thread::DEFAULT_BUDGET,
             metrics_listen: None,
@@ -335,22 +408,23 @@ impl Config {
         let raw: RawConfig = parse_toml(path, text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         let anchor = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-        let number = |v: Spanned<f64>, key: &str, zero_ok: bool| {
-            let x = *v.get_ref();
-            if x.is_finite() && (x > 0.0 || zero_ok && x == 0.0) {
-                Ok(x)
-            } else {
-                Err(InputError::at(
+        // Each number into its typed form, the error naming file, line and key.
+        fn typed<T>(
+            (path, text): (&Path, &str),
+            v: Spanned<f64>,
+            key: &str,
+            check: impl Fn(f64) -> Result<T, String>,
+        ) -> Result<T, InputError> {
+            check(*v.get_ref()).map_err(|e| {
+                InputError::at(
                     path,
                     Some(line_of(text, v.span().start)),
                     Some(key.into()),
-                    format!(
-                        "expected a number {} 0, got {x}",
-                        if zero_ok { ">=" } else { ">" }
-                    ),
-                ))
-            }
-        };
+                    e,
+                )
+            })
+        }
+        let file = (path, text);
         let metrics_listen = raw
             .metrics_listen
             .map(|v| {
@@ -403,14 +477,14 @@ impl Config {
             bus: raw.bus.unwrap_or(d.bus),
             time_scale: raw
                 .time_scale
-                .map(|v| number(v, "time_scale", false))
+                .map(|v| typed(file, v, "time_scale", time_scale))
                 .transpose()?
                 .unwrap_or(d.time_scale),
             apps: raw.apps.map(anchor),
             keep_tasks_on_stop: raw.keep_tasks_on_stop.unwrap_or(d.keep_tasks_on_stop),
             cancel_grace_s: raw
                 .cancel_grace_s
-                .map(|v| number(v, "cancel_grace_s", true))
+                .map(|v| typed(file, v, "cancel_grace_s", Seconds::new))
                 .transpose()?
                 .unwrap_or(d.cancel_grace_s),
             idle_clocks: raw
@@ -483,7 +557,7 @@ mod tests {
                 time_scale: 50.0,
                 apps: Some("/etc/apps.toml".into()),
                 keep_tasks_on_stop: true,
-                cancel_grace_s: 0.0,
+                cancel_grace_s: Seconds::default(),
                 idle_clocks: IdleClocks::Min,
                 policy_budget: std::time::Duration::from_millis(250),
                 metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
@@ -568,7 +642,7 @@ mod tests {
             default_plugin_dir: "/usr/lib/gpu-agent/plugins".into(),
         };
         let (config, plugins) = source.read().unwrap();
-        assert_eq!(config.cancel_grace_s, 3.0);
+        assert_eq!(config.cancel_grace_s, Seconds::new(3.0).unwrap());
         assert_eq!(plugins, dir.path().join("plugins"));
         source.overrides.plugin_dir = Some("/opt/p".into());
         assert_eq!(source.read().unwrap().1, Path::new("/opt/p"));
@@ -584,7 +658,7 @@ mod tests {
             policy: Some("greedy-eft".into()),
             time_scale: 2.0,
             plugin_dir: Some("/elsewhere".into()),
-            cancel_grace_s: 1.0,
+            cancel_grace_s: Seconds::new(1.0).unwrap(),
             keep_tasks_on_stop: true,
             ..Config::default()
         };
@@ -685,11 +759,15 @@ mod tests {
         };
         assert_eq!(
             err("\ntime_scale = 0.0\n"),
-            "agent.toml:2: time_scale: expected a number > 0, got 0"
+            "agent.toml:2: time_scale: expected a number > 0 and <= 1000000, got 0.0"
+        );
+        assert_eq!(
+            err("time_scale = 1e300"),
+            "agent.toml:1: time_scale: expected a number > 0 and <= 1000000, got 1e300"
         );
         assert_eq!(
             err("cancel_grace_s = -1.0"),
-            "agent.toml:1: cancel_grace_s: expected a number >= 0, got -1"
+            "agent.toml:1: cancel_grace_s: expected seconds from 0 to 31536000 (a year), got -1.0"
         );
         for ms in ["0", "60001", "-5"] {
             assert_eq!(
@@ -697,6 +775,13 @@ mod tests {
                 format!("agent.toml:2: policy_budget_ms: expected whole milliseconds from 1 to 60000, got {ms}")
             );
         }
+        // Accepted before, then panicked the engine at the first Cancel
+        // ("cannot convert float seconds to Duration").
+        assert_eq!(
+            err("\ncancel_grace_s = 1e300"),
+            "agent.toml:2: cancel_grace_s: expected seconds from 0 to 31536000 (a year), got 1e300"
+        );
+        assert!(err("cancel_grace_s = nan").ends_with("got NaN"));
         assert!(err("polcy = \"fifo\"")
             .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
         assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));

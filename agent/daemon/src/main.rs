@@ -205,10 +205,8 @@ fn init_logging() -> bool {
 
 fn run(args: Args, journal: bool) -> Result<()> {
     if let Some(x) = args.time_scale {
-        anyhow::ensure!(
-            x.is_finite() && x > 0.0,
-            "--time-scale: expected a number > 0, got {x}"
-        );
+        gpu_agent_daemon::config::time_scale(x)
+            .map_err(|e| anyhow::anyhow!("--time-scale: {e}"))?;
     }
     let source = Source {
         file: args.config,

@@ -11,6 +11,7 @@ use zbus::{
 };
 
 use super::auth::{Auth, Roles};
+use super::config::Seconds;
 use super::engine::{Caller, MigOptions, Reply, Request};
 use super::mig::MigView;
 use gpu_agent_core::scheduler::OnBusy;
@@ -563,7 +564,7 @@ fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
 fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, AgentError> {
     let mut out = MigOptions {
         on_busy: OnBusy::Wait,
-        timeout_s: 0.0,
+        timeout_s: Seconds::default(),
         reject_stranded: false,
     };
     for (key, value) in options {
@@ -580,14 +581,10 @@ fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, Agen
                 }
             }
             "timeout_s" => {
-                out.timeout_s = match f64::try_from(value) {
-                    Ok(t) if t.is_finite() && t >= 0.0 => t,
-                    _ => {
-                        return Err(AgentError::InvalidArgument(format!(
-                            "option timeout_s: expected a number of seconds >= 0 (d), got {value:?}"
-                        )))
-                    }
-                }
+                out.timeout_s = f64::try_from(value)
+                    .map_err(|_| format!("expected a number of seconds (d), got {value:?}"))
+                    .and_then(Seconds::new)
+                    .map_err(|e| AgentError::InvalidArgument(format!("option timeout_s: {e}")))?
             }
             "reject_stranded" => {
                 out.reject_stranded = bool::try_from(value).map_err(|_| {

@@ -58,7 +58,7 @@ fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, UnboundedReceiv
         config: Config {
             state_dir: dir.to_path_buf(),
             plugin_dir: Some(dir.join("plugins")),
-            cancel_grace_s: 1.0,
+            cancel_grace_s: super::config::Seconds::new(1.0).unwrap(),
             ..Config::default()
         },
         source: Source {

@@ -30,6 +30,7 @@ use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
 use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
+use crate::config::Seconds;
 use crate::store::{Op, Store, StoreError};
 
 /// A change under way: the GPU's devices take no work; tasks still run.
@@ -148,8 +149,8 @@ pub struct MigTarget {
 pub struct MigOptions {
     /// Wait for running tasks, or refuse.
     pub on_busy: OnBusy,
-    /// Seconds a drain may take (0: no limit).
-    pub timeout_s: f64,
+    /// How long a drain may take (0: no limit).
+    pub timeout_s: Seconds,
     /// Go ahead when waiting tasks would fit no device afterwards (they are
     /// rejected then); without it such a change is refused.
     pub reject_stranded: bool,
@@ -182,7 +183,7 @@ pub(super) struct MigChanges {
     /// start still use (model time), by GPU.
     retries: gpu_agent_core::agenda::Agenda<u32>,
     /// The drain limit of the changes `ApplyMigConfig` is beginning.
-    timeout_s: f64,
+    timeout_s: Seconds,
 }
 
 impl MigChanges {
@@ -292,7 +293,7 @@ impl Engine {
             }
             self.apply(actions, round);
         }
-        self.mig.timeout_s = 0.0;
+        self.mig.timeout_s = Seconds::default();
         Ok(changing)
     }
 
@@ -349,8 +350,8 @@ impl Engine {
             log::warn!("GPU {gpu}: cannot read the MIG layout before a change: {e}");
             (false, Vec::new())
         });
-        let deadline = (self.mig.timeout_s > 0.0)
-            .then(|| self.time.model_now() + self.mig.timeout_s * self.time.scale());
+        let timeout = self.mig.timeout_s.as_secs_f64();
+        let deadline = (timeout > 0.0).then(|| self.time.model_now() + timeout * self.time.scale());
         if let Some(at) = deadline {
             self.mig.deadlines.push(at, gpu);
         }

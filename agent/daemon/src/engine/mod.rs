@@ -883,7 +883,7 @@ impl Engine {
 
     /// SIGTERM-to-SIGKILL grace of a cancelled or stopped task.
     fn cancel_grace(&self) -> Duration {
-        Duration::from_secs_f64(self.config.cancel_grace_s)
+        self.config.cancel_grace_s.duration()
     }
 
     /// Hands the core the task just admitted to the table under `key`.
