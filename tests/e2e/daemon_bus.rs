@@ -103,6 +103,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".Release", "method", "s", "-", "-"),
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
+        row(".ReadOutput", "method", "stu", "aytb", "-"),
         row(".Policy", "property", "s", "\"fifo\"", "emits-change"),
         row(
             ".PolicyParameters",

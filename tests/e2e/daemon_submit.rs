@@ -146,6 +146,127 @@ fn daemon_submit_runs_where_and_as_it_was_typed() {
         .join("logs")
         .join(format!("{id}.log"))
         .exists());
+
+    // gpuctl logs prints it to its owner, the id with or without its t.
+    let printed = format!("mytool says arg in {}\ncareful\n", proj.display());
+    let number = id.trim_start_matches('t');
+    for (args, expected) in [
+        (format!("logs {id}"), printed.as_str()),
+        (format!("logs {number}"), printed.as_str()),
+        (format!("logs --tail 1 {id}"), "careful\n"),
+    ] {
+        let out = shell_as(
+            &d,
+            who,
+            &proj,
+            &path,
+            &format!("exec \"$GPUCTL\" {args} --session"),
+        );
+        assert!(out.status.success(), "{args}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), expected, "{args}");
+    }
+    // gpuctl task says where it went.
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        &path,
+        &format!("exec \"$GPUCTL\" task {id} --session"),
+    );
+    assert!(
+        text(&out.stdout).contains(&format!("output     {}\n", output.display())),
+        "{}",
+        text(&out.stdout)
+    );
+    // Anyone else is refused by the daemon, however the file's mode is set.
+    let outsider = users().outsider;
+    let out = shell_as(
+        &d,
+        outsider,
+        &proj,
+        SYSTEM_PATH,
+        &format!("exec \"$GPUCTL\" logs {id} --session"),
+    );
+    assert!(!out.status.success());
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "gpuctl: error: org.gpuagent.Agent1.Error.AccessDenied: task {id} belongs to uid {}; \
+             only its owner or an admin may read its output\n",
+            who.uid
+        )
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn daemon_logs_follows_a_task_until_it_ends() {
+    if !root_or_skip("daemon_logs_follows_a_task_until_it_ends") {
+        return;
+    }
+    let who = users().member;
+    let scratch = Scratch::new("follow");
+    let proj = scratch.dir("proj", who, 0o755);
+    let d = Daemon::start();
+    // The second line comes once the follower is following: the task waits
+    // for the test's go.
+    let script = "exec \"$GPUCTL\" submit --session -- /bin/sh -c \
+                  'echo one; while [ ! -e go ]; do sleep 0.05; done; echo two'";
+    let id = submitted(&shell_as(&d, who, &proj, SYSTEM_PATH, script));
+    d.wait_state(&id, TaskStatus::Running, FINISH);
+    let follower = Command::new("setpriv")
+        .arg(format!("--reuid={}", who.uid))
+        .arg(format!("--regid={}", who.gid))
+        .arg("--init-groups")
+        .arg(artefacts().join("gpuctl"))
+        .args(["logs", "-f", &id, "--session"])
+        .env_clear()
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpuctl logs -f");
+    let output = proj.join(format!("gpu-agent-{id}.out"));
+    crate::daemon::wait_for("the first line", FINISH, || {
+        (fs::read_to_string(&output).unwrap_or_default() == "one\n").then_some(())
+    });
+    fs::write(proj.join("go"), "").unwrap();
+    let out = follower.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout), "one\ntwo\n");
+    assert_eq!(d.task(&id).state, TaskStatus::Succeeded);
+}
+
+#[test]
+fn daemon_cancel_names_each_task_it_could_not_cancel() {
+    let d = Daemon::start();
+    let short = d.submit(&crate::daemon::spec(1.0, 1.0, 60.0, 1.0)).unwrap();
+    d.wait_state(&short, TaskStatus::Succeeded, FINISH);
+    let long: Vec<String> = (0..2)
+        .map(|_| d.submit(&crate::daemon::spec(1e6, 1.0, 60.0, 1.0)).unwrap())
+        .collect();
+    let out = crate::daemon::gpuctl(&d, &["cancel", &long[0], &short, &long[1]]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "gpuctl: {short} not cancelled: org.gpuagent.Agent1.Error.NotCancellable: \
+             task {short} already succeeded\n\
+             gpuctl: error: 1 of 3 tasks not cancelled: {short}\n"
+        )
+    );
+    for id in &long {
+        assert_eq!(d.task(id).state, TaskStatus::Cancelled, "{id}");
+    }
+    // Ids without their t, all cancellable: success.
+    let more: Vec<String> = (0..2)
+        .map(|_| d.submit(&crate::daemon::spec(1e6, 1.0, 60.0, 1.0)).unwrap())
+        .collect();
+    let numbers: Vec<&str> = more.iter().map(|id| id.trim_start_matches('t')).collect();
+    let out = crate::daemon::gpuctl(&d, &["cancel", numbers[0], numbers[1]]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for id in &more {
+        assert_eq!(d.task(id).state, TaskStatus::Cancelled, "{id}");
+    }
 }
 
 #[test]

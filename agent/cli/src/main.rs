@@ -44,6 +44,7 @@ enum Command {
     Tasks(tasks::ListArgs),
     Task(tasks::ShowArgs),
     Cancel(tasks::CancelArgs),
+    Logs(tasks::LogsArgs),
     Adopt(adopt::AdoptArgs),
     Release(adopt::ReleaseArgs),
     Watch(tasks::WatchArgs),
@@ -150,6 +151,7 @@ fn main() -> ExitCode {
         Command::Tasks(args) => tasks::list(args),
         Command::Task(args) => tasks::show(args),
         Command::Cancel(args) => tasks::cancel(args),
+        Command::Logs(args) => tasks::logs(args),
         Command::Adopt(args) => adopt::adopt(args),
         Command::Release(args) => adopt::release(args),
         Command::Watch(args) => tasks::watch(args),
@@ -201,7 +203,13 @@ struct StdoutClosed;
 
 /// Writes `text` to standard output.
 fn emit(text: &str) -> anyhow::Result<()> {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
+    emit_bytes(text.as_bytes())
+}
+
+/// Writes `bytes` to standard output as they are, and flushes them.
+fn emit_bytes(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
         other => Ok(other.context("cannot write to standard output")?),
     }

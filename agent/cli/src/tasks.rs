@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use anyhow::{anyhow, Context, Result};
 use futures_util::StreamExt;
-use gpu_agent_dbus::{Dict, TaskInfo, TaskStatus};
+use gpu_agent_dbus::{Dict, TaskInfo, TaskStatus, OUTPUT_READ_MAX};
 use nix::unistd::{Uid, User};
 use serde::Serialize;
 
@@ -12,7 +12,7 @@ use crate::client::{block_on, BusArgs, Client};
 use crate::clock::Clock;
 use crate::table::{Align, Table};
 use crate::units;
-use crate::{emit, emit_json};
+use crate::{emit, emit_bytes, emit_json};
 
 /// List the daemon's tasks, oldest first.
 ///
@@ -31,11 +31,13 @@ pub struct ListArgs {
     json: bool,
 }
 
-/// Show one task in full: state, times, devices and what was submitted.
+/// Show one task in full: state, times, devices, what was submitted and
+/// where its output goes.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  gpuctl task t42")]
+#[command(after_help = "Examples:\n  gpuctl task t42\n  gpuctl task 42")]
 pub struct ShowArgs {
-    /// The task's id (as `gpuctl submit` printed it).
+    /// The task's id (as `gpuctl submit` printed it; the `t` may be left out).
+    #[arg(value_parser = task_id)]
     id: String,
     #[command(flatten)]
     bus: BusArgs,
@@ -44,14 +46,55 @@ pub struct ShowArgs {
     json: bool,
 }
 
-/// Cancel a queued or running task (a running one's processes are killed).
+/// Cancel queued or running tasks (a running one's processes are killed).
+///
+/// Each task is cancelled on its own: one that cannot be (ended already,
+/// another's, unknown) is named on stderr with the daemon's reason, the
+/// others are cancelled, and the exit status is not 0.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  gpuctl cancel t42")]
+#[command(after_help = "Examples:\n  gpuctl cancel t42\n  gpuctl cancel t42 t43 44")]
 pub struct CancelArgs {
-    /// The task's id.
-    id: String,
+    /// The tasks' ids (the `t` may be left out).
+    #[arg(required = true, value_parser = task_id)]
+    ids: Vec<String>,
     #[command(flatten)]
     bus: BusArgs,
+}
+
+/// Print a task's output: what its command wrote to stdout and stderr.
+///
+/// For its owner and admins only. The output is read by the daemon (as the
+/// task's owner, from the task's output file, or from the journal or the
+/// daemon's log for a task submitted without one); with --error, stderr is
+/// in its own file, which `gpuctl task` names.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  gpuctl logs t42\n  gpuctl logs -f 42\n  gpuctl logs --tail 20 t42"
+)]
+pub struct LogsArgs {
+    /// The task's id (the `t` may be left out).
+    #[arg(value_parser = task_id)]
+    id: String,
+    /// Follow the output while the task runs (or waits), until it ends.
+    #[arg(long, short = 'f')]
+    follow: bool,
+    /// Only the last N lines (then new ones, with --follow).
+    #[arg(long, short = 'n', value_name = "N")]
+    tail: Option<usize>,
+    #[command(flatten)]
+    bus: BusArgs,
+}
+
+/// A task id as the daemon names it: `42` is `t42`.
+fn task_id(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("expected a task id such as t42".into());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(format!("t{text}"))
+    } else {
+        Ok(text.to_string())
+    }
 }
 
 /// Follow task changes live: one line per change, `TIME ID STATE`, until
@@ -108,12 +151,94 @@ pub fn show(args: ShowArgs) -> Result<()> {
     Ok(())
 }
 
-/// Cancels one task.
+/// Cancels each task, naming on stderr each one that was not.
 pub fn cancel(args: CancelArgs) -> Result<()> {
+    let refused = block_on(async {
+        let client = Client::connect(&args.bus).await?;
+        let mut refused = Vec::new();
+        for id in &args.ids {
+            if let Err(e) = client.call(client.agent.cancel(id)).await {
+                if args.ids.len() > 1 {
+                    eprintln!("gpuctl: {id} not cancelled: {e:#}");
+                }
+                refused.push((id.as_str(), e));
+            }
+        }
+        Ok(refused)
+    })?;
+    match refused.len() {
+        0 => Ok(()),
+        // One task: its own error, and its exit status.
+        1 if args.ids.len() == 1 => Err(refused.into_iter().next().expect("one").1),
+        n => {
+            let ids: Vec<&str> = refused.iter().map(|(id, _)| *id).collect();
+            Err(anyhow!(
+                "{n} of {} tasks not cancelled: {}",
+                args.ids.len(),
+                ids.join(", ")
+            ))
+        }
+    }
+}
+
+/// Prints a task's output, following it with `--follow` until the task ends.
+pub fn logs(args: LogsArgs) -> Result<()> {
+    /// How long to wait before asking again for output that is not there yet.
+    const POLL: std::time::Duration = std::time::Duration::from_millis(500);
     block_on(async {
         let client = Client::connect(&args.bus).await?;
-        client.call(client.agent.cancel(&args.id)).await
+        let read =
+            |offset| client.call(client.agent.read_output(&args.id, offset, OUTPUT_READ_MAX));
+        let mut offset = 0;
+        let mut ended;
+        // What there is now (all of it, to find the last lines for --tail).
+        let mut now = Vec::new();
+        loop {
+            let (data, next, end) = read(offset).await?;
+            ended = end;
+            offset = next;
+            if data.is_empty() {
+                break;
+            }
+            if args.tail.is_none() {
+                emit_bytes(&data)?;
+            } else {
+                now.extend_from_slice(&data);
+            }
+        }
+        if let Some(n) = args.tail {
+            emit_bytes(last_lines(&now, n))?;
+        }
+        while args.follow && !ended {
+            tokio::time::sleep(POLL).await;
+            loop {
+                let (data, next, end) = read(offset).await?;
+                ended = end;
+                offset = next;
+                if data.is_empty() {
+                    break;
+                }
+                emit_bytes(&data)?;
+            }
+        }
+        Ok(())
     })
+}
+
+/// The last `n` lines of `text` (a last line without its newline counts).
+fn last_lines(text: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let start = body
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, &b)| b == b'\n')
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i + 1);
+    &text[start..]
 }
 
 /// Prints task changes as they come, until Ctrl-C (or a closed pipe).
@@ -512,6 +637,23 @@ mod tests {
              env        'A=b c' X=1\n\
              requeue    yes\n"
         );
+    }
+
+    #[test]
+    fn ids_may_leave_out_their_t() {
+        assert_eq!(task_id("18"), Ok("t18".into()));
+        assert_eq!(task_id("t18"), Ok("t18".into()));
+        assert_eq!(task_id("x1"), Ok("x1".into()));
+        assert!(task_id("").is_err());
+    }
+
+    #[test]
+    fn the_last_lines_are_counted_from_the_end() {
+        assert_eq!(last_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(last_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(last_lines(b"a\nb\n", 5), b"a\nb\n");
+        assert_eq!(last_lines(b"a\nb\n", 0), b"");
+        assert_eq!(last_lines(b"", 3), b"");
     }
 
     #[test]

@@ -320,6 +320,38 @@ fn enter(credentials: Option<&Credentials>, user: &str, dir: &Path) -> Result<()
     })
 }
 
+/// Up to `limit` bytes of `path` from `offset`, read as user `uid`: what
+/// the user could read of it, never more (a file that does not exist yet
+/// reads as empty).
+pub fn read_as_user(
+    uid: u32,
+    path: &Path,
+    offset: u64,
+    limit: usize,
+) -> Result<Vec<u8>, ExecError> {
+    let (user, credentials) = credentials(uid)?;
+    as_user(credentials.as_ref(), || read_at(path, offset, limit)).map_err(|source| {
+        ExecError::Output {
+            path: path.to_owned(),
+            user: user.name,
+            source,
+        }
+    })
+}
+
+/// Up to `limit` bytes of `path` from `offset` (empty when it does not exist).
+pub fn read_at(path: &Path, offset: u64, limit: usize) -> io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match File::open(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        other => other?,
+    };
+    file.seek(SeekFrom::Start(offset))?;
+    let mut data = Vec::new();
+    file.take(limit as u64).read_to_end(&mut data)?;
+    Ok(data)
+}
+
 /// Opens (creating) `path` for appending as the user, from `workdir` when
 /// relative, under `umask` (mode 0666 before it).
 fn open_as_user(

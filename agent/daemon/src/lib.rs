@@ -16,6 +16,7 @@ pub mod health;
 pub mod heap;
 pub mod layout;
 pub mod mig;
+pub mod output;
 pub mod policy_params;
 pub mod policy_thread;
 pub mod service;
@@ -211,6 +212,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         source: Box::new(source),
     };
     let telemetry = exporter::Telemetry::default();
+    // Task output without an output file: here, else (systemd) the journal.
+    let log_dir = (!options.journal).then(|| cfg.state_dir.join("logs"));
     let agent = AgentService::new(
         engine.clone(),
         auth::Auth::new(nix::unistd::getuid().as_raw()),
@@ -218,7 +221,8 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         backend_name,
         MigView::new(backend.clone())?,
     )
-    .time_submits(telemetry.submit_seconds.clone());
+    .time_submits(telemetry.submit_seconds.clone())
+    .task_logs(log_dir.clone());
     if let Some(fault) = &fault {
         agent.record_policy_fault(fault.describe());
     }
@@ -281,7 +285,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
             policy_params,
             apps,
             time,
-            log_dir: (!options.journal).then(|| cfg.state_dir.join("logs")),
+            log_dir,
             config: cfg.clone(),
             source: options.source.clone(),
             notices,

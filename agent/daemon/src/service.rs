@@ -3,6 +3,7 @@
 //! the request to the engine and wait for its answer.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::{mpsc, Mutex};
 
 use tokio::sync::oneshot;
@@ -17,7 +18,7 @@ use super::mig::MigView;
 use gpu_agent_core::scheduler::OnBusy;
 use gpu_agent_dbus::{
     metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskInfo, TaskStatus,
-    TASK_PAGE_MAX,
+    OUTPUT_READ_MAX, TASK_PAGE_MAX,
 };
 
 /// The agent object.
@@ -35,6 +36,9 @@ pub struct AgentService {
     mig_states: Mutex<BTreeMap<u32, (String, String)>>,
     /// Where `Submit` times go (`/metrics`), if anywhere.
     submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
+    /// Where the output of tasks without an output file goes (`None`: the
+    /// journal).
+    log_dir: Option<PathBuf>,
 }
 
 impl AgentService {
@@ -56,7 +60,15 @@ impl AgentService {
             mig,
             mig_states: Mutex::new(BTreeMap::new()),
             submit_seconds: None,
+            log_dir: None,
         }
+    }
+
+    /// Reads the output of tasks without an output file from `log_dir`
+    /// (`None`, as before this call: from the journal).
+    pub fn task_logs(mut self, log_dir: Option<PathBuf>) -> AgentService {
+        self.log_dir = log_dir;
+        self
     }
 
     /// Records how long each `Submit` takes in `histogram`.
@@ -214,6 +226,51 @@ impl AgentService {
         let roles = self.roles(conn, &header).await?;
         let task = self.ask(|reply| Request::GetTask { id, reply }).await?;
         Ok(shown_to(roles, task).to_dict())
+    }
+
+    /// Up to `limit` bytes of a task's output from byte `offset`, the offset
+    /// to read from next, and whether the task had ended before the read:
+    /// its owner's and admins' only.
+    async fn read_output(
+        &self,
+        id: String,
+        offset: u64,
+        limit: u32,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(Vec<u8>, u64, bool), AgentError> {
+        if !(1..=OUTPUT_READ_MAX).contains(&limit) {
+            return Err(AgentError::InvalidArgument(format!(
+                "limit must be from 1 to {OUTPUT_READ_MAX}, not {limit}"
+            )));
+        }
+        let roles = self.roles(conn, &header).await?;
+        let task = self
+            .ask(|reply| Request::GetTask {
+                id: id.clone(),
+                reply,
+            })
+            .await?;
+        if task.owner_uid != roles.uid && !roles.admin {
+            return Err(AgentError::AccessDenied(format!(
+                "task {id} belongs to uid {}; only its owner or an admin may read its output",
+                task.owner_uid
+            )));
+        }
+        if task.spec.command.is_empty() {
+            return Err(AgentError::InvalidArgument(format!(
+                "task {id} is simulated (it has no command), so it has no output"
+            )));
+        }
+        // Before the read: an empty read of an ended task is its end.
+        let ended = task.state.is_terminal();
+        let source = crate::output::Source::of(&task, self.log_dir.as_deref());
+        let data = tokio::task::spawn_blocking(move || source.read(offset, limit as usize))
+            .await
+            .map_err(|e| AgentError::Failed(format!("cannot read the output of {id}: {e}")))?
+            .map_err(AgentError::Failed)?;
+        let next = offset + data.len() as u64;
+        Ok((data, next, ended))
     }
 
     /// The tasks in `state` (`""`: all), in submission order (their secrets

@@ -38,6 +38,9 @@ pub const DEVICE_INTERFACE: &str = "org.gpuagent.Device1";
 /// The most tasks one `ListTasksPage` answer holds.
 pub const TASK_PAGE_MAX: u32 = 10_000;
 
+/// The most bytes one `ReadOutput` call answers.
+pub const OUTPUT_READ_MAX: u32 = 1 << 20;
+
 /// The object path of physical GPU `index`.
 pub fn device_path(index: u32) -> String {
     format!("{AGENT_PATH}/gpu/{index}")
@@ -97,6 +100,10 @@ pub trait Agent1 {
     fn cancel(&self, id: &str) -> zbus::Result<()>;
     /// One task's dictionary.
     fn get_task(&self, id: &str) -> zbus::Result<std::collections::HashMap<String, OwnedValue>>;
+    /// Up to `limit` (1 to [`OUTPUT_READ_MAX`]) bytes of a task's output
+    /// from byte `offset`; the offset to read from next; and whether the
+    /// task had ended before the read (then an empty answer is the end).
+    fn read_output(&self, id: &str, offset: u64, limit: u32) -> zbus::Result<(Vec<u8>, u64, bool)>;
     /// Every task in `state` (`""`: all), in submission order.
     fn list_tasks(
         &self,
