@@ -104,6 +104,8 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
         row(".ReadOutput", "method", "stu", "aytb", "-"),
+        row(".PolicyFault", "signal", "ss", "-", "-"),
+        row(".LastPolicyFault", "property", "s", "\"\"", "emits-change"),
         row(".Policy", "property", "s", "\"fifo\"", "emits-change"),
         row(
             ".PolicyParameters",
