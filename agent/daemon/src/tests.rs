@@ -754,6 +754,50 @@ async fn every_profile_form_applies_on_every_mig_model() {
     );
 }
 
+/// A GPU left with MIG on and no instance (mig-parted's `all-enabled`,
+/// `nvidia-smi -mig 1`) is turned off by a configuration that asks MIG off:
+/// it changes (it was answered as already laid out, and stayed on) and then
+/// takes work as a whole GPU.
+#[tokio::test(flavor = "multi_thread")]
+async fn mig_off_applies_to_a_gpu_with_mig_on_and_no_instance() {
+    let host = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1.0\nmig = []\n\
+                [[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1.0\n";
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _client, mock, _server) = serve_both_on(dir.path(), host).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    assert!(mock.mig_mode(0).unwrap().unwrap().current);
+    let split = agent.set_device_online(0, true).await.unwrap_err();
+    assert!(
+        split.to_string().contains("split into MIG instances"),
+        "{split}"
+    );
+    let off = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n";
+    assert_eq!(
+        agent.assert_mig_config(off, "").await.unwrap(),
+        (false, vec!["GPU 0: MIG mode is on, wanted off".to_string()])
+    );
+    assert_eq!(
+        agent
+            .apply_mig_config(off, "", Default::default())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    let ((state, message), _) = settled(&mut changes, 0).await;
+    assert_eq!(
+        (state.as_str(), message.as_str()),
+        ("stable", "MIG off (drain 0.000 s, apply 0.000 s)"),
+        "{message}"
+    );
+    assert!(!mock.mig_mode(0).unwrap().unwrap().current);
+    assert_eq!(
+        agent.assert_mig_config(off, "").await.unwrap(),
+        (true, vec![])
+    );
+    // Whole again: no longer "split into MIG instances".
+    agent.set_device_online(0, true).await.unwrap();
+}
+
 /// A drained GPU where a process the agent did not start runs is not
 /// changed until that process has gone.
 #[tokio::test(flavor = "multi_thread")]

@@ -113,7 +113,7 @@ impl Core {
                 phase: change.phase,
             });
         }
-        if target == self.layout_of(gpu) {
+        if self.laid_out_as(gpu, &target) {
             return Ok(Vec::new());
         }
         if on_busy == OnBusy::Refuse {
@@ -151,7 +151,7 @@ impl Core {
         let mut targets = Vec::new();
         for (gpu, layout) in changes {
             let target = self.target_of(*gpu, layout)?;
-            if target != self.layout_of(*gpu) {
+            if !self.laid_out_as(*gpu, &target) {
                 targets.push((*gpu, target));
             }
         }
@@ -367,7 +367,7 @@ impl Core {
             }
             .to_string());
         }
-        if target == self.layout_of(gpu) {
+        if self.laid_out_as(gpu, &target) {
             return Ok(());
         }
         let drained = self.drain_for_change(gpu, target, true, actions);

@@ -159,8 +159,7 @@ impl Core {
     ) -> Result<Repartition, RepartitionError> {
         let target = self.target_of(gpu, layout)?;
         let current = self.instances_of(gpu);
-        let layout_now = self.layout_of(gpu);
-        if layout_now == target {
+        if self.laid_out_as(gpu, &target) {
             return Ok(Repartition {
                 devices: if current.is_empty() {
                     vec![gpu]
@@ -300,6 +299,18 @@ impl Core {
 
     /// Physical GPU `gpu`'s layout now: its instances in start order, empty
     /// when it is whole.
+    /// Whether GPU `gpu` already is as `target` asks: its instances are
+    /// `target`'s, and an empty target finds it whole. A GPU split with no
+    /// instance (MIG on and none made, as `nvidia-smi` or mig-parted's
+    /// `all-enabled` leave it) is not yet MIG off.
+    pub(super) fn laid_out_as(&self, gpu: u32, target: &[Instance]) -> bool {
+        let split = matches!(
+            self.slots[gpu as usize].spec.partition,
+            Partition::Split { .. }
+        );
+        split != target.is_empty() && self.layout_of(gpu) == target
+    }
+
     pub(super) fn layout_of(&self, gpu: u32) -> Layout {
         self.instances_of(gpu)
             .into_iter()

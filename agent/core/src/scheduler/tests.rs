@@ -1778,3 +1778,26 @@ fn ended_tasks_are_dropped_and_the_view_follows_the_live_ones() {
     let most = *largest.lock().unwrap();
     assert!(most <= 2 * 64 + 2, "the view held {most} tasks");
 }
+
+#[test]
+fn mig_off_on_a_gpu_split_with_no_instance_is_a_change() {
+    // MIG on and no instance made (what `nvidia-smi -mig 1` or mig-parted's
+    // all-enabled leave): the GPU runs nothing, and MIG off must make it
+    // whole again, not be taken as the layout it already has.
+    use super::OnBusy;
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let devices = Host::partitioned(Host::of_models([a100; 2]).devices, &[(1, Vec::new())]).devices;
+    let mut core = Core::new(devices, scripted(|_: &View<'_>, _: &Event| Ok(Vec::new())));
+    assert!(!core.online(1));
+    assert_eq!(core.stranded_by(&[(1, Vec::new())]), Ok(Vec::new()));
+    let actions = core.begin_mig_change(1.0, 1, &[], OnBusy::Wait).unwrap();
+    assert_eq!(mig_kinds(&actions), ["draining 1 []", "apply 1 []"]);
+    let done = core.mig_applied(1.0, 1).unwrap();
+    assert_eq!(done.devices, [1]);
+    assert!(core.online(1));
+    // Whole now: MIG off again changes nothing.
+    assert!(core
+        .begin_mig_change(2.0, 1, &[], OnBusy::Wait)
+        .unwrap()
+        .is_empty());
+}
