@@ -191,13 +191,10 @@ impl Daemon {
         self.plugins.path()
     }
 
-    /// The `--config` file, when the settings gave one (a test may rewrite
-    /// it before a reload).
-    pub fn config_file(&self) -> Option<PathBuf> {
-        self.settings
-            .config
-            .as_ref()
-            .map(|_| self.scratch.path().join("agent.toml"))
+    /// The `--config` file: the settings' text, empty without one (a test
+    /// may rewrite it before a reload).
+    pub fn config_file(&self) -> PathBuf {
+        self.scratch.path().join("agent.toml")
     }
 
     /// The `--mock` host file the daemon starts on.
@@ -226,11 +223,15 @@ impl Daemon {
             .open(&self.log)
             .expect("open the daemon's log");
         let mut command = Command::new(artefacts().join("gpu-agentd"));
-        if let Some(text) = &self.settings.config {
-            let file = self.scratch.path().join("agent.toml");
-            std::fs::write(&file, text).expect("write agent.toml");
-            command.arg("--config").arg(file);
+        // Always a file of the test's own: the daemon never reads the
+        // host's /etc/gpu-agent/agent.toml.
+        let file = self.config_file();
+        match &self.settings.config {
+            Some(text) => std::fs::write(&file, text).expect("write agent.toml"),
+            None if !file.exists() => std::fs::write(&file, "").expect("write agent.toml"),
+            None => {}
         }
+        command.arg("--config").arg(file);
         let host = self.host_path();
         if let (Some(text), false) = (&self.settings.host, host.exists()) {
             std::fs::write(&host, text).expect("write the host file");

@@ -229,7 +229,7 @@ fn daemon_idle_clocks_min_locks_idle_gpus_and_restores_them_on_stop_and_after_a_
     );
 
     // A reload to "default" undoes the locks at once.
-    let config = d.config_file().expect("started with agent.toml");
+    let config = d.config_file();
     std::fs::write(&config, "idle_clocks = \"default\"\n").expect("write agent.toml");
     success(&gpuctl(&d, &["reload"]));
     wait_for("the locks undone by the reload", LIMIT, || {

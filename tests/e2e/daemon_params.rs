@@ -182,7 +182,7 @@ fn daemon_policy_parameters_round_trip_and_survive_a_restart() {
 
     // Reload reads the table again: the active policy is rebuilt with it,
     // the given parameters still over it; a bad table changes nothing.
-    let config = d.config_file().expect("a config file");
+    let config = d.config_file();
     std::fs::write(&config, "[policies.sa-greedy]\nbudget_ms = 50\nseed = 9\n").unwrap();
     ok(&d, &gpuctl(&d, &["reload"]));
     expected[5] = row("seed", "x", "9");

@@ -279,3 +279,74 @@ fn daemon_watchdog_pings_only_while_the_engine_answers() {
     );
     d.kill9();
 }
+
+/// A daemon on a session bus reads no `/etc/gpu-agent/agent.toml` it was not
+/// given: with the package installed, every daemon the tests started took
+/// the host's settings. The file is put there in a mount namespace of the
+/// daemon's own (a tmpfs overlay on /etc; the host's /etc is untouched),
+/// naming a policy no plugin provides, which a daemon that read it would
+/// refuse to start with. Needs root (mount); skipped otherwise.
+#[test]
+fn daemon_on_a_session_bus_reads_no_host_agent_toml() {
+    if !nix::unistd::geteuid().is_root() {
+        println!(
+            "daemon_on_a_session_bus_reads_no_host_agent_toml: skipped: it mounts an overlay \
+             on /etc in a namespace of its own and needs root"
+        );
+        return;
+    }
+    let bus = PrivateBus::start().expect("a private bus");
+    let state = tempfile::tempdir().unwrap();
+    let overlay = tempfile::tempdir().unwrap();
+    let plugins = plugin_dir(&[FIFO]);
+    let mut daemon = gpu_agentd(&bus, state.path(), &["--plugin-dir"]);
+    daemon.arg(plugins.path());
+    let script = "mount -t tmpfs tmpfs \"$0\"; mkdir -p \"$0/upper/gpu-agent\" \"$0/work\"; \
+                  printf 'policy = \"nosuch\"\\n' > \"$0/upper/gpu-agent/agent.toml\"; \
+                  mount -t overlay overlay \
+                  -o \"lowerdir=/etc,upperdir=$0/upper,workdir=$0/work\" /etc; \
+                  grep -q nosuch /etc/gpu-agent/agent.toml; exec \"$@\"";
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-ec", script])
+        .arg(overlay.path())
+        .arg(daemon.get_program())
+        .args(daemon.get_args())
+        .envs(daemon.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare runs");
+    let owned = || {
+        let out = Command::new("busctl")
+            .args([
+                "--user",
+                "call",
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+            ])
+            .args(["org.freedesktop.DBus", "NameHasOwner", "s", AGENT[0]])
+            .env("DBUS_SESSION_BUS_ADDRESS", bus.address())
+            .output()
+            .expect("run busctl");
+        String::from_utf8_lossy(&out.stdout).trim() == "b true"
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let served = loop {
+        if owned() {
+            break true;
+        }
+        if child.try_wait().expect("wait").is_some() || Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("reap gpu-agentd");
+    assert!(
+        served,
+        "gpu-agentd did not serve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -281,7 +281,8 @@ impl Overrides {
 /// Where the daemon's settings come from: read at start, and again by `Reload`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
-    /// `--config`; without it, [`DEFAULT_CONFIG`] when that file exists.
+    /// `--config`; without it, [`DEFAULT_CONFIG`] when that file exists
+    /// and the daemon serves the system bus.
     pub file: Option<PathBuf>,
     /// The command line's settings.
     pub overrides: Overrides,
@@ -291,11 +292,14 @@ pub struct Source {
 }
 
 impl Source {
-    /// The file to read: `--config`, else [`DEFAULT_CONFIG`] if it exists.
+    /// The file to read: `--config`, else [`DEFAULT_CONFIG`] if it exists,
+    /// unless the daemon serves a session bus (`--session`): a user's or a
+    /// test's daemon takes no setting of the host's service it was not
+    /// given.
     pub fn path(&self) -> Option<PathBuf> {
         self.file.clone().or_else(|| {
             let default = Path::new(DEFAULT_CONFIG);
-            default.exists().then(|| default.to_path_buf())
+            (!self.overrides.session && default.exists()).then(|| default.to_path_buf())
         })
     }
 

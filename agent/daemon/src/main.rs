@@ -12,8 +12,8 @@ use gpu_agent_manual::Section;
 /// The gpu-agent service: owns this host's GPUs, queues and schedules tasks
 /// on them under a policy plugin, and serves org.gpuagent.Agent1 on D-Bus.
 ///
-/// Settings come from /etc/gpu-agent/agent.toml (or --config); the options
-/// below override them. SIGTERM or SIGINT stops it cleanly: it refuses new
+/// Settings come from /etc/gpu-agent/agent.toml (or --config; with --session,
+/// only from --config); the options below override them. SIGTERM or SIGINT stops it cleanly: it refuses new
 /// tasks, ends the running ones (unless keep_tasks_on_stop is set), restores
 /// the GPU clocks it changed, records its state and exits 0.
 #[derive(Parser)]
@@ -23,13 +23,15 @@ use gpu_agent_manual::Section;
     after_help = "Example (mock GPUs, session bus, 60x time):\n  gpu-agentd --mock examples/host.toml --session --time-scale 60 --state-dir /tmp/gpu-agent"
 )]
 struct Args {
-    /// Configuration file [default: /etc/gpu-agent/agent.toml, if present].
+    /// Configuration file [default: /etc/gpu-agent/agent.toml, if present and
+    /// not --session].
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Run on the mock GPUs of this host description instead of NVML.
     #[arg(long, value_name = "HOST.toml")]
     mock: Option<PathBuf>,
-    /// Serve on the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system bus.
+    /// Serve on the session bus (DBUS_SESSION_BUS_ADDRESS) instead of the system
+    /// bus; then /etc/gpu-agent/agent.toml is not read (only --config is).
     #[arg(long)]
     session: bool,
     /// Simulated tasks run X times faster than their modelled time.
@@ -58,7 +60,8 @@ const MANUAL: &[Section] = &[
             (
                 "/etc/gpu-agent/agent.toml",
                 "Settings, every key optional (the package installs a commented default). \
-                 Read at start and by Reload.",
+                 Read at start and by Reload, unless --config names another file or \
+                 --session is given (a daemon on a session bus reads only --config).",
             ),
             (
                 "/var/lib/gpu-agent/",
