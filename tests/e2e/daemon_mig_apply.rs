@@ -247,9 +247,9 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
         String::from_utf8_lossy(&out.stdout),
         "GPU 0: change cancelled; the layout is unchanged and its devices take tasks again\n"
     );
-    // Nothing left to cancel: a named error, exit 1.
+    // Nothing left to cancel: a named error, exit 4 (the daemon's error).
     let again = gpuctl(&d, &["mig", "cancel", "0"]);
-    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(again.status.code(), Some(4));
     assert!(
         String::from_utf8_lossy(&again.stderr)
             .contains("GPU 0: org.gpuagent.Agent1.Error.InvalidArgument: GPU 0 has no MIG layout change under way"),
@@ -331,7 +331,7 @@ fn daemon_mig_apply_through_gpuctl_follows_the_change() {
         &config("    - devices: [0]\n      mig-enabled: false\n"),
     );
     let out = gpuctl(&d, &["mig", "apply", "-f", &off, "--on-busy", "refuse"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("org.gpuagent.Agent1.Error.Busy"), "{err}");
     assert_eq!(instances(&layout(&d, 0)), ["3g.20gb@0", "3g.20gb@4"]);
@@ -522,7 +522,7 @@ fn daemon_mig_apply_instances_without_a_uuid_stay_offline() {
         assert_eq!(health["data"], "no-uuid", "{path}");
     }
     let out = gpuctl(&d, &["devices", "online", "4"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-uuid"), "{err}");
 }

@@ -90,13 +90,17 @@ fn daemon_policy_parameters_round_trip_and_survive_a_restart() {
     }
     ok(&d, &gpuctl(&d, &["reload"]));
 
-    // The table, then the given budget over it.
-    ok(
-        &d,
-        &gpuctl(
+    // The table, then the given budget over it; gpuctl says what it did.
+    let before = d.block_on(d.proxy().policy()).unwrap();
+    assert_eq!(
+        ok(
             &d,
-            &["policy", "use", "sa-greedy", "--param", "budget_ms=20"],
+            &gpuctl(
+                &d,
+                &["policy", "use", "sa-greedy", "--param", "budget_ms=20"],
+            ),
         ),
+        format!("policy sa-greedy with budget_ms=20 is active (was {before}); 0 waiting tasks moved to it\n")
     );
     let expected = vec![
         row("alpha", "d", "0.995"),

@@ -245,7 +245,7 @@ fn daemon_cancel_names_each_task_it_could_not_cancel() {
         .map(|_| d.submit(&crate::daemon::spec(1e6, 1.0, 60.0, 1.0)).unwrap())
         .collect();
     let out = crate::daemon::gpuctl(&d, &["cancel", &long[0], &short, &long[1]]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr),
         format!(
@@ -378,5 +378,89 @@ fn daemon_submit_passes_the_environment_as_export_says() {
     assert_eq!(
         get(&none, "PATH").as_deref(),
         Some("/usr/local/bin:/usr/bin:/bin")
+    );
+}
+
+/// gpuctl with `args` and the environment `vars` only (plus PATH).
+fn gpuctl_env(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    Command::new(artefacts().join("gpuctl"))
+        .args(args)
+        .env_clear()
+        .env("PATH", SYSTEM_PATH)
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run gpuctl")
+}
+
+#[test]
+fn cli_exit_statuses_say_what_happened() {
+    let d = Daemon::start();
+    let bus = [("DBUS_SESSION_BUS_ADDRESS", d.address())];
+    let code = |out: &Output| (out.status.code(), text(&out.stderr));
+    // 0: --session before the command, after it, or GPU_AGENT_BUS.
+    for (args, vars) in [
+        (vec!["--session", "status"], bus.to_vec()),
+        (vec!["status", "--session"], bus.to_vec()),
+        (vec!["status"], vec![bus[0], ("GPU_AGENT_BUS", "session")]),
+        (vec!["status"], vec![("GPU_AGENT_BUS", d.address())]),
+    ] {
+        assert_eq!(
+            code(&gpuctl_env(&args, &vars)),
+            (Some(0), String::new()),
+            "{args:?} {vars:?}"
+        );
+    }
+    // 1: a negative answer.
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mig-config.yaml");
+    let config = config.to_str().unwrap();
+    let assert = ["--session", "mig", "assert", "-f", config, "-c", "balanced"];
+    let out = gpuctl_env(&assert, &bus);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // 2: usage, on the command line or in GPU_AGENT_BUS.
+    assert_eq!(
+        gpuctl_env(&["submit", "--bogus"], &bus).status.code(),
+        Some(2)
+    );
+    let out = gpuctl_env(&["status"], &[("GPU_AGENT_BUS", "sesion")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // 3: no daemon there (mig assert too: not 1, which would read "differs").
+    let nowhere = [("GPU_AGENT_BUS", "unix:path=/nonexistent/gpu-agent-bus")];
+    for args in [&["status"][..], &assert[1..]] {
+        let (status, stderr) = code(&gpuctl_env(args, &nowhere));
+        assert_eq!(status, Some(3), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot connect to the bus at unix:path=/nonexistent/gpu-agent-bus"),
+            "{stderr}"
+        );
+    }
+    // 4: the daemon answered an error.
+    let (status, stderr) = code(&gpuctl_env(&["--session", "task", "999"], &bus));
+    assert_eq!(status, Some(4));
+    assert_eq!(
+        stderr,
+        "gpuctl: error: org.gpuagent.Agent1.Error.NoSuchTask: no task \"t999\"\n"
+    );
+}
+
+#[test]
+fn cli_a_refused_caller_exits_3() {
+    if !root_or_skip("cli_a_refused_caller_exits_3") {
+        return;
+    }
+    let outsider = users().outsider;
+    let scratch = Scratch::new("refused");
+    let d = Daemon::start();
+    let out = shell_as(
+        &d,
+        outsider,
+        &scratch.0,
+        SYSTEM_PATH,
+        "exec \"$GPUCTL\" --session submit -- true",
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with("gpuctl: error: org.gpuagent.Agent1.Error.AccessDenied: "),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -250,7 +250,7 @@ fn a_bad_mig_delay_is_refused() {
         "--mig-delay=-1",
     ]));
     assert!(
-        err.contains("--mig-delay") && err.contains("expected a number of seconds >= 0"),
+        err.contains("--mig-delay") && err.contains("expected seconds or a duration such as 90s"),
         "{err}"
     );
 }

@@ -409,6 +409,19 @@ fn devices_table(devices: &[DeviceStatus]) -> String {
     table.render()
 }
 
+/// What `gpuctl policy use` did: `name` with `params` is the active policy,
+/// in place of `before`, with `waiting` tasks now its own.
+fn policy_used(name: &str, params: &[(String, String)], before: &str, waiting: u64) -> String {
+    let with = if params.is_empty() {
+        String::new()
+    } else {
+        let pairs: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!(" with {}", pairs.join(", "))
+    };
+    let tasks = if waiting == 1 { "task" } else { "tasks" };
+    format!("policy {name}{with} is active (was {before}); {waiting} waiting {tasks} moved to it\n")
+}
+
 /// Runs `gpuctl policy list` or `gpuctl policy use`.
 pub fn policy(args: PolicyArgs) -> Result<()> {
     match args.command {
@@ -433,26 +446,37 @@ pub fn policy(args: PolicyArgs) -> Result<()> {
             }
             Ok(())
         }
-        PolicyCommand::Use(args) => block_on(async {
-            let client = Client::connect(&args.bus).await?;
-            if args.params.is_empty() {
-                return client.call(client.agent.set_policy(&args.name)).await;
-            }
-            // Sent as text: the daemon reads it by the parameter's type.
-            let params: Dict = args
-                .params
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        Value::from(v.as_str()).try_into().expect("a string"),
-                    )
-                })
-                .collect();
-            client
-                .call(client.agent.set_policy_with_parameters(&args.name, params))
-                .await
-        }),
+        PolicyCommand::Use(args) => {
+            let (before, waiting) = block_on(async {
+                let client = Client::connect(&args.bus).await?;
+                let before = client.call(client.agent.policy()).await?;
+                if args.params.is_empty() {
+                    client.call(client.agent.set_policy(&args.name)).await?;
+                } else {
+                    // Sent as text: the daemon reads it by the parameter's type.
+                    let params: Dict = args
+                        .params
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                Value::from(v.as_str()).try_into().expect("a string"),
+                            )
+                        })
+                        .collect();
+                    client
+                        .call(client.agent.set_policy_with_parameters(&args.name, params))
+                        .await?;
+                }
+                let counts = client.call(client.agent.count_tasks()).await?;
+                let waiting = ["queued", "assigned"]
+                    .iter()
+                    .filter_map(|s| counts.get(*s))
+                    .sum::<u64>();
+                Ok((before, waiting))
+            })?;
+            emit(&policy_used(&args.name, &args.params, &before, waiting))
+        }
         PolicyCommand::Show(args) => {
             let described = block_on(async {
                 let client = Client::connect(&args.bus).await?;
@@ -612,6 +636,19 @@ pub fn metrics(args: MetricsArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn policy_use_says_what_it_did() {
+        assert_eq!(
+            super::policy_used("greedy-eft", &[], "fifo", 12),
+            "policy greedy-eft is active (was fifo); 12 waiting tasks moved to it\n"
+        );
+        let params = [("budget_ms".to_string(), "20".to_string())];
+        assert_eq!(
+            super::policy_used("sa-greedy", &params, "greedy-eft", 1),
+            "policy sa-greedy with budget_ms=20 is active (was greedy-eft); 1 waiting task moved to it\n"
+        );
+    }
+
     use super::*;
 
     fn device(index: u32) -> DeviceStatus {

@@ -64,18 +64,20 @@ pub struct Args {
     /// Policy the daemon schedules with.
     #[arg(long, value_name = "NAME", default_value = "greedy-eft")]
     policy: String,
-    /// Wall-clock seconds the workload should take (sets the time scale).
-    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = parse_seconds)]
+    /// Wall-clock time the workload should take (sets the time scale):
+    /// seconds or a duration such as 90s, 2m.
+    #[arg(long, value_name = "DURATION", default_value = "30", value_parser = parse_seconds)]
     seconds: f64,
     /// Print the daemon's metrics as JSON (formats.md §4) instead of the table.
     #[arg(long)]
     json: bool,
 }
 
+/// A duration (`crate::units::parse_duration`) above zero.
 fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        _ => Err(format!("expected a number of seconds > 0, got {s:?}")),
+    match crate::units::parse_duration(s)? {
+        x if x > 0.0 => Ok(x),
+        _ => Err(format!("expected a duration > 0, got {s:?}")),
     }
 }
 

@@ -32,6 +32,9 @@ use serde::Serialize;
 #[derive(Parser)]
 #[command(name = "gpuctl", version, long_about = None)]
 struct Cli {
+    /// The bus, for every command that talks to gpu-agentd (also accepted after it).
+    #[command(flatten)]
+    bus: client::BusArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,8 +93,13 @@ const MANUAL: &[Section] = &[
         intro: "",
         entries: &[
             (
+                "GPU_AGENT_BUS",
+                "The bus to reach gpu-agentd on when no --session or --system says: session, \
+                 system (the default) or a D-Bus address such as unix:path=/run/dbus/other.",
+            ),
+            (
                 "DBUS_SYSTEM_BUS_ADDRESS, DBUS_SESSION_BUS_ADDRESS",
-                "The bus to reach gpu-agentd on (the system bus unless --session).",
+                "Where the system and the session bus are.",
             ),
             (
                 "RUST_LOG",
@@ -118,10 +126,22 @@ const MANUAL: &[Section] = &[
             ),
             (
                 "1",
-                "Failure: stderr says why, with the daemon's error name and message when it \
-                 refused.",
+                "A negative answer: mig assert found the GPUs differ, a MIG change or a task \
+                 waited for did not end well; also a failure of gpuctl's own work (an input \
+                 file that cannot be read or is malformed). stderr says why.",
             ),
-            ("2", "A bad command line."),
+            ("2", "A bad command line (or GPU_AGENT_BUS)."),
+            (
+                "3",
+                "gpu-agentd cannot be reached (no bus, the daemon is not running or died \
+                 before answering), or it refused the caller (AccessDenied).",
+            ),
+            (
+                "4",
+                "gpu-agentd answered an error other than AccessDenied: stderr shows its name \
+                 and message (for example org.gpuagent.Agent1.Error.NoSuchTask). gpuctl cancel \
+                 of several tasks: some were not cancelled (each is named).",
+            ),
         ],
     },
     Section {
@@ -144,6 +164,7 @@ fn main() -> ExitCode {
         })
         .init();
     let cli = Cli::parse();
+    client::set_bus_before_command(cli.bus);
     let result = match cli.command {
         Command::Status(args) => agent::status(args),
         Command::Devices(args) => agent::devices(args),
@@ -173,7 +194,7 @@ fn main() -> ExitCode {
         Err(e) if e.downcast_ref::<StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gpuctl: error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(client::exit_status(&e))
         }
     }
 }

@@ -3,11 +3,11 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use gpu_agent_dbus::{AgentError, MigLayout};
 use gpu_agent_migconfig::{self as migconfig, HostGpu, MigConfigFile};
 
-use crate::client::{block_on, BusArgs, Client};
+use crate::client::{block_on, BusArgs, Client, Failure};
 use crate::table::{Align, Table};
 use crate::{emit, emit_json};
 
@@ -66,9 +66,9 @@ struct ApplyArgs {
     /// refuse the whole change.
     #[arg(long, value_enum, default_value = "wait")]
     on_busy: OnBusy,
-    /// Seconds a drain may take (0: no limit); past it that GPU's change
-    /// fails and it keeps its layout.
-    #[arg(long, value_name = "S", default_value_t = 0.0)]
+    /// How long a drain may take (0: no limit): seconds or a duration such as
+    /// 90s, 10m, 1h30m; past it that GPU's change fails and it keeps its layout.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::units::parse_duration)]
     timeout: f64,
     /// Go ahead when waiting tasks would fit no device afterwards: they are
     /// rejected (without it such a change is refused, nothing changed).
@@ -134,7 +134,8 @@ enum Format {
 ///
 /// Exit status 0 when every GPU has the requested mode and, with MIG on,
 /// exactly the requested instances per profile, and every GPU is selected
-/// by some entry; 1 otherwise, with each difference on stderr.
+/// by some entry; 1 otherwise, with each difference on stderr; 3 when the
+/// daemon cannot be reached, 4 when it answered an error (gpuctl(1)).
 #[derive(clap::Args)]
 struct AssertArgs {
     /// The v1 file (`-`: standard input).
@@ -350,17 +351,17 @@ fn assert(args: AssertArgs) -> Result<()> {
         eprint!("{}", unmatched_of(&client, &file, &config).await.1);
         Ok(found)
     })
-    .map_err(|e| anyhow!("{shown}: {e:#}"))?;
+    .with_context(|| shown.to_string())?;
     if ok {
         return emit(&format!("the GPUs are as configuration {config} asks\n"));
     }
     for m in &mismatches {
         eprintln!("{m}");
     }
-    bail!(
+    Err(Failure::negative(format!(
         "the GPUs differ from configuration {config} in {} place(s)",
         mismatches.len()
-    )
+    )))
 }
 
 fn apply(args: ApplyArgs) -> Result<()> {
@@ -368,9 +369,6 @@ fn apply(args: ApplyArgs) -> Result<()> {
     use zbus::zvariant::{OwnedValue, Value};
     let (yaml, file, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
-    if !(args.timeout.is_finite() && args.timeout >= 0.0) {
-        bail!("--timeout: expected seconds >= 0, got {}", args.timeout);
-    }
     let on_busy = match args.on_busy {
         OnBusy::Wait => "wait",
         OnBusy::Refuse => "refuse",
@@ -392,7 +390,7 @@ fn apply(args: ApplyArgs) -> Result<()> {
         let gpus = client
             .call(client.agent.apply_mig_config(&yaml, &config, options))
             .await
-            .map_err(|e| anyhow!("{shown}: {e:#}"))?;
+            .with_context(|| shown.to_string())?;
         let (none, unmatched) = unmatched_of(&client, &file, &config).await;
         eprint!("{unmatched}");
         if gpus.is_empty() {
@@ -445,7 +443,10 @@ fn apply(args: ApplyArgs) -> Result<()> {
     })?;
     if !failed.is_empty() {
         let names: Vec<String> = failed.iter().map(u32::to_string).collect();
-        bail!("the change of GPU(s) {} did not complete", names.join(", "));
+        return Err(Failure::negative(format!(
+            "the change of GPU(s) {} did not complete",
+            names.join(", ")
+        )));
     }
     Ok(())
 }
@@ -456,7 +457,7 @@ fn cancel(args: CancelArgs) -> Result<()> {
         client
             .call(client.agent.cancel_mig_change(args.gpu))
             .await
-            .map_err(|e| anyhow!("GPU {}: {e:#}", args.gpu))
+            .with_context(|| format!("GPU {}", args.gpu))
     })?;
     emit(&format!(
         "GPU {}: change cancelled; the layout is unchanged and its devices take tasks again\n",

@@ -46,8 +46,9 @@ pub struct PlanArgs {
     /// The algorithm (default: the file's `algorithm`, else exact).
     #[arg(long, value_enum)]
     algorithm: Option<AlgorithmArg>,
-    /// Exact's time limit in seconds (default: the file's `time_limit_s`, else 10).
-    #[arg(long, value_name = "SECONDS")]
+    /// Exact's time limit: seconds or a duration such as 90s, 2m (default:
+    /// the file's `time_limit_s`, else 10).
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
     time_limit: Option<f64>,
     /// Rounding's grid ratio (default: the file's `epsilon`, else 0.1).
     #[arg(long, value_name = "EPS")]

@@ -108,18 +108,10 @@ pub struct Args {
     /// Load policy plugins from DIR.
     #[arg(long, value_name = "DIR")]
     plugin_dir: Option<PathBuf>,
-    /// Seconds a MIG layout change a policy asked for takes once its GPU is
-    /// drained (0: made at once).
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = non_negative)]
+    /// How long a MIG layout change a policy asked for takes once its GPU is
+    /// drained (0: made at once): seconds or a duration such as 90s, 2m.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::units::parse_duration)]
     mig_delay: f64,
-}
-
-fn non_negative(s: &str) -> Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite() && *x >= 0.0)
-        .ok_or_else(|| format!("expected a number of seconds >= 0, got {s:?}"))
 }
 
 /// A `--param`: for one policy or for every policy that takes the key.

@@ -8,7 +8,7 @@ use gpu_agent_dbus::{Dict, TaskInfo, TaskStatus, OUTPUT_READ_MAX};
 use nix::unistd::{Uid, User};
 use serde::Serialize;
 
-use crate::client::{block_on, BusArgs, Client};
+use crate::client::{block_on, exit_status, BusArgs, Client, Failure, DAEMON_ERROR};
 use crate::clock::Clock;
 use crate::table::{Align, Table};
 use crate::units;
@@ -172,10 +172,20 @@ pub fn cancel(args: CancelArgs) -> Result<()> {
         1 if args.ids.len() == 1 => Err(refused.into_iter().next().expect("one").1),
         n => {
             let ids: Vec<&str> = refused.iter().map(|(id, _)| *id).collect();
-            Err(anyhow!(
-                "{n} of {} tasks not cancelled: {}",
-                args.ids.len(),
-                ids.join(", ")
+            // Their own status when they agree (all refused the caller, say).
+            let statuses: Vec<u8> = refused.iter().map(|(_, e)| exit_status(e)).collect();
+            let status = if statuses.iter().all(|&s| s == statuses[0]) {
+                statuses[0]
+            } else {
+                DAEMON_ERROR
+            };
+            Err(Failure::with_status(
+                status,
+                format!(
+                    "{n} of {} tasks not cancelled: {}",
+                    args.ids.len(),
+                    ids.join(", ")
+                ),
             ))
         }
     }
