@@ -29,6 +29,7 @@ mod daemon_overrun;
 mod daemon_params;
 mod daemon_policy;
 mod daemon_reload;
+mod daemon_slow_driver;
 mod daemon_startup;
 mod daemon_submit;
 mod demo;

@@ -28,8 +28,9 @@ enum Command {
 
 /// Make mock GPU GPU fail: `lost` (it falls off the bus: every call on it
 /// fails until `gpuctl mock repair`), `xid N` (the driver reports XID
-/// error N), or `fail METHOD` (calls of that backend method, e.g.
-/// `mig_devices`, fail as not supported while the daemon runs). The daemon
+/// error N), `fail METHOD` (calls of that backend method, e.g.
+/// `mig_devices`, fail as not supported while the daemon runs), or `slow
+/// METHOD SECONDS` (they take that long, e.g. `slow reset_gpu 60`). The daemon
 /// takes the GPU offline on `lost` and on the critical XIDs (48, 63, 64,
 /// 74, 79, 92, 94, 95); it only logs the others.
 #[derive(clap::Args)]
@@ -38,8 +39,8 @@ struct InjectArgs {
     bus: BusArgs,
     /// The GPU's index.
     gpu: u32,
-    /// `lost`, or `xid N`.
-    #[arg(required = true, num_args = 1..=2, value_name = "FAULT")]
+    /// `lost`, `xid N`, `fail METHOD` or `slow METHOD SECONDS`.
+    #[arg(required = true, num_args = 1..=3, value_name = "FAULT")]
     fault: Vec<String>,
 }
 

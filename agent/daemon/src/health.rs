@@ -55,29 +55,49 @@ pub fn watch(
         })
 }
 
-/// A fault `InjectFault` takes: `lost`, `xid N`, or `fail METHOD` (calls
-/// to the backend method fail as not supported).
+/// The longest `slow METHOD SECONDS` (an hour).
+const MAX_SLOW_S: f64 = 3600.0;
+
+/// A fault `InjectFault` takes: `lost`, `xid N`, `fail METHOD` (calls to
+/// the backend method fail as not supported), or `slow METHOD SECONDS`
+/// (they take that long, as a driver call or a GPU reset can).
 fn parse_fault(text: &str) -> Result<Fault, AgentError> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    match words.as_slice() {
-        ["lost"] => Ok(Fault::GpuLost),
-        ["fail", method] => METHODS
+    let method = |name: &str| {
+        METHODS
             .iter()
-            .find(|m| *m == method)
-            .map(|m| Fault::NotSupported(m))
+            .find(|m| **m == name)
+            .copied()
             .ok_or_else(|| {
                 AgentError::InvalidArgument(format!(
-                    "fault {text:?}: {method:?} is not a backend method ({})",
+                    "fault {text:?}: {name:?} is not a backend method ({})",
                     METHODS.join(", ")
                 ))
-            }),
+            })
+    };
+    match words.as_slice() {
+        ["lost"] => Ok(Fault::GpuLost),
+        ["fail", name] => method(name).map(Fault::NotSupported),
+        ["slow", name, seconds] => {
+            let method = method(name)?;
+            let seconds = seconds
+                .parse::<f64>()
+                .ok()
+                .filter(|s| *s > 0.0 && *s <= MAX_SLOW_S)
+                .ok_or_else(|| {
+                    AgentError::InvalidArgument(format!(
+                        "fault {text:?}: slow takes seconds, a number > 0 and <= {MAX_SLOW_S}"
+                    ))
+                })?;
+            Ok(Fault::Slow(method, std::time::Duration::from_secs_f64(seconds)))
+        }
         ["xid", code] => code.parse().map(Fault::Xid).map_err(|_| {
             AgentError::InvalidArgument(format!(
                 "fault {text:?}: xid takes a code, a whole number >= 0"
             ))
         }),
         _ => Err(AgentError::InvalidArgument(format!(
-            "fault {text:?}: expected \"lost\", \"xid N\" or \"fail METHOD\""
+            "fault {text:?}: expected \"lost\", \"xid N\", \"fail METHOD\" or \"slow METHOD SECONDS\""
         ))),
     }
 }
@@ -120,9 +140,10 @@ impl MockControl {
 impl MockControl {
     /// Injects `fault` on mock GPU `gpu`: `lost` (it falls off the bus:
     /// every call on it fails until `Repair`) or `xid N` (the driver reports
-    /// XID N), either reported as a device event, as NVML would; or `fail
+    /// XID N), either reported as a device event, as NVML would; `fail
     /// METHOD` (calls of that backend method on it fail as not supported,
-    /// for as long as the daemon runs).
+    /// for as long as the daemon runs); or `slow METHOD SECONDS` (they take
+    /// that long, wall time, before they run).
     async fn inject_fault(
         &self,
         gpu: u32,
@@ -167,12 +188,22 @@ mod tests {
         );
         assert_eq!(
             parse_fault("gone").unwrap_err().to_string(),
-            "org.gpuagent.Agent1.Error.InvalidArgument: fault \"gone\": expected \"lost\", \"xid N\" or \"fail METHOD\""
+            "org.gpuagent.Agent1.Error.InvalidArgument: fault \"gone\": expected \"lost\", \"xid N\", \"fail METHOD\" or \"slow METHOD SECONDS\""
         );
         assert_eq!(
             parse_fault("fail mig_devices").unwrap(),
             Fault::NotSupported("mig_devices")
         );
+        assert_eq!(
+            parse_fault("slow reset_gpu 2.5").unwrap(),
+            Fault::Slow("reset_gpu", std::time::Duration::from_millis(2500))
+        );
+        for seconds in ["0", "-1", "3601", "inf", "NaN", "soon"] {
+            assert_eq!(
+                parse_fault(&format!("slow reset_gpu {seconds}")).unwrap_err().to_string(),
+                format!("org.gpuagent.Agent1.Error.InvalidArgument: fault \"slow reset_gpu {seconds}\": slow takes seconds, a number > 0 and <= 3600")
+            );
+        }
         assert!(parse_fault("fail nvmlInit")
             .unwrap_err()
             .to_string()

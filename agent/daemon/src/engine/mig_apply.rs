@@ -16,15 +16,22 @@
 //! instances back and compare. A failure tries the old layout once: the
 //! GPU's devices come back if that works, else they stay offline. Before it,
 //! a drained GPU that processes the agent did not start still use waits
-//! (looked at every second) until they are gone.
+//! (looked at every second) until they are gone. The sequence and its
+//! rollback run on a thread of their own (a [`Maker`]), not the engine's:
+//! a GPU reset can take tens of seconds (`[mig] reset_command`, up to
+//! [`RESET_LIMIT`]), and the engine keeps answering, and feeding the
+//! watchdog, meanwhile; the outcome comes back as a request
+//! ([`MigMade`]), as a process's exit does.
 //!
 //! At start, a change a previous run stored as `draining`, `applying` or
 //! `reset-required` begins again once the tasks are restored
 //! ([`Engine::resume_mig_changes`]).
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use gpu_agent_backend::BackendError;
+use gpu_agent_backend::{BackendError, GpuBackend};
+use gpu_agent_core::mig::MigTable;
 use gpu_agent_core::placement::{Instance, Layout, Request as Placed};
 use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
 use gpu_agent_dbus::AgentError;
@@ -171,6 +178,8 @@ struct UnderWay {
     deadline: Option<f64>,
     /// When to look again for processes not the agent's (model time).
     retry_at: Option<f64>,
+    /// Whether its [`Maker`] is at work (the outcome is yet to come).
+    making: bool,
 }
 
 /// The engine's MIG changes.
@@ -195,6 +204,16 @@ impl MigChanges {
             .map(|(at, _)| at)
             .reduce(f64::min)
     }
+}
+
+/// What a [`Maker`] did to a GPU (`Request::MigMade`).
+pub struct MigMade {
+    /// The new layout, or why not.
+    outcome: Result<(), Unmade>,
+    /// After a failure, the old layout made again, or why not.
+    restored: Option<Result<(), Unmade>>,
+    /// How long the sequence took, rollback included.
+    took: Duration,
 }
 
 /// Why the NVML sequence stopped.
@@ -346,7 +365,7 @@ impl Engine {
 
     /// The core began a change of GPU `gpu` to `target` (`MigDraining`).
     pub(super) fn mig_draining(&mut self, gpu: u32, target: Layout, round: &mut Round) {
-        let (old_enabled, old) = self.read_layout(gpu).unwrap_or_else(|e| {
+        let (old_enabled, old) = self.maker(gpu).read_layout(gpu).unwrap_or_else(|e| {
             log::warn!("GPU {gpu}: cannot read the MIG layout before a change: {e}");
             (false, Vec::new())
         });
@@ -382,6 +401,7 @@ impl Engine {
                 foreign: Vec::new(),
                 deadline,
                 retry_at: None,
+                making: false,
             },
         );
         self.show_online(gpu, round);
@@ -483,10 +503,10 @@ impl Engine {
         }
     }
 
-    /// Makes GPU `gpu`'s new layout on the backend and tells the core how it
-    /// went.
+    /// Starts making GPU `gpu`'s new layout on the backend, on a thread of
+    /// its own ([`Maker`]); [`Engine::mig_made`] takes the outcome.
     pub(super) fn make_mig_layout(&mut self, gpu: u32, round: &mut Round) {
-        let Some(u) = self.mig.under_way.get(&gpu).cloned() else {
+        let Some(u) = self.mig.under_way.get(&gpu).filter(|u| !u.making).cloned() else {
             return;
         };
         if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Applying) {
@@ -521,16 +541,52 @@ impl Engine {
             Ok(_) => {}
             Err(e) => log::warn!("GPU {gpu}: cannot list its processes ({e}); applying"),
         }
-        if let Some(w) = self.mig.under_way.get_mut(&gpu) {
-            w.foreign.clear();
+        let Some(w) = self.mig.under_way.get_mut(&gpu) else {
+            return;
+        };
+        w.foreign.clear();
+        w.making = true;
+        let maker = self.maker(gpu);
+        let inbox = self.inbox.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("mig {gpu}"))
+            .spawn(move || {
+                let started = Instant::now();
+                let outcome = maker.make(gpu, !u.target.is_empty(), &u.target);
+                let restored = outcome
+                    .is_err()
+                    .then(|| maker.make(gpu, u.old_enabled, &u.old));
+                let made = MigMade {
+                    outcome,
+                    restored,
+                    took: started.elapsed(),
+                };
+                // The engine is gone only while the daemon exits; the change
+                // is stored as applying, and the next start makes it.
+                let _ = inbox.send(super::Request::MigMade { gpu, made });
+            });
+        if let Err(e) = spawned {
+            let made = MigMade {
+                outcome: Err(Unmade::Failed(format!(
+                    "cannot start a thread to make it: {e}"
+                ))),
+                // Nothing was touched.
+                restored: Some(Ok(())),
+                took: Duration::ZERO,
+            };
+            self.mig_made(gpu, made, round);
         }
-        let made = Instant::now();
-        let outcome = self.make(gpu, !u.target.is_empty(), &u.target);
-        if outcome.is_ok() {
-            self.kill_in_apply_hook(gpu);
-        }
-        match outcome {
+    }
+
+    /// The [`Maker`] of GPU `gpu` is done: tells the core how it went.
+    pub(super) fn mig_made(&mut self, gpu: u32, made: MigMade, round: &mut Round) {
+        let Some(u) = self.mig.under_way.get(&gpu).filter(|u| u.making).cloned() else {
+            return;
+        };
+        let now = self.time.model_now();
+        match made.outcome {
             Ok(()) => {
+                self.kill_in_apply_hook(gpu);
                 let done = self
                     .decide(|core| core.mig_applied(now, gpu))
                     .expect("the core asked for this layout");
@@ -540,7 +596,7 @@ impl Engine {
                 let message = format!(
                     "{} (drain {drain:.3} s, apply {:.3} s)",
                     describe(&u.target),
-                    made.elapsed().as_secs_f64()
+                    made.took.as_secs_f64()
                 );
                 log::info!("GPU {gpu}: MIG layout is now {message}");
                 self.mig_state(gpu, STABLE, message, round);
@@ -551,7 +607,9 @@ impl Engine {
                     Unmade::ResetRequired(why) => (RESET_REQUIRED, why),
                     Unmade::Failed(why) => (FAILED, why),
                 };
-                let restored = self.make(gpu, u.old_enabled, &u.old);
+                let restored = made
+                    .restored
+                    .unwrap_or_else(|| Err(Unmade::Failed("no rollback was tried".into())));
                 let message = match &restored {
                     Ok(()) => format!("{why}; the previous layout ({}) is back", describe(&u.old)),
                     Err(Unmade::ResetRequired(e) | Unmade::Failed(e)) => format!(
@@ -680,14 +738,56 @@ impl Engine {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 
+    /// The NVML work of GPU `gpu`'s changes.
+    fn maker(&self, gpu: u32) -> Maker {
+        Maker {
+            backend: self.backend.clone(),
+            table: self
+                .core
+                .devices()
+                .nth(gpu as usize)
+                .and_then(|d| d.model.mig),
+            reset_command: self.config.mig.reset_command.clone(),
+        }
+    }
+
+    /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
+    fn mig_state(&mut self, gpu: u32, state: &str, message: String, round: &mut Round) {
+        let (target, old) = match self.mig.under_way.get(&gpu) {
+            Some(u) => (describe(&u.target), describe(&u.old)),
+            None => (String::new(), String::new()),
+        };
+        let record = serde_json::json!({
+            "state": state,
+            "message": message,
+            "target": target,
+            "old": old,
+        });
+        round
+            .ops
+            .push(Op::SetMeta(meta_key(gpu), record.to_string()));
+        round.notice(Notice::MigChanged {
+            gpu,
+            state: state.into(),
+            message,
+        });
+    }
+}
+
+/// The NVML sequence of one GPU's change, done off the engine thread (see
+/// the module documentation).
+struct Maker {
+    backend: Arc<dyn GpuBackend>,
+    /// The GPU's MIG table (`None`: its model has no MIG).
+    table: Option<&'static MigTable>,
+    /// `[mig] reset_command`.
+    reset_command: Vec<String>,
+}
+
+impl Maker {
     /// GPU `gpu`'s MIG mode and layout on the backend.
     fn read_layout(&self, gpu: u32) -> Result<(bool, Layout), Unmade> {
-        let Some(table) = self
-            .core
-            .devices()
-            .nth(gpu as usize)
-            .and_then(|d| d.model.mig)
-        else {
+        let Some(table) = self.table else {
             return Ok((false, Vec::new()));
         };
         let enabled = self.backend.mig_mode(gpu)?.is_some_and(|m| m.current);
@@ -777,7 +877,7 @@ impl Engine {
             Err(BackendError::NotSupported { .. }) => {}
             Err(e) => return Err(Unmade::ResetRequired(e.to_string())),
         }
-        let command = &self.config.mig.reset_command;
+        let command = &self.reset_command;
         if command.is_empty() {
             return Err(Unmade::ResetRequired(
                 "the MIG mode change needs a GPU reset, and [mig] reset_command is empty".into(),
@@ -786,28 +886,6 @@ impl Engine {
         let bus_id = self.backend.device_info(gpu)?.pci_bus_id;
         log::info!("GPU {gpu}: resetting it with [mig] reset_command");
         run_reset_command(command, &bus_id, RESET_LIMIT).map_err(Unmade::ResetRequired)
-    }
-
-    /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
-    fn mig_state(&mut self, gpu: u32, state: &str, message: String, round: &mut Round) {
-        let (target, old) = match self.mig.under_way.get(&gpu) {
-            Some(u) => (describe(&u.target), describe(&u.old)),
-            None => (String::new(), String::new()),
-        };
-        let record = serde_json::json!({
-            "state": state,
-            "message": message,
-            "target": target,
-            "old": old,
-        });
-        round
-            .ops
-            .push(Op::SetMeta(meta_key(gpu), record.to_string()));
-        round.notice(Notice::MigChanged {
-            gpu,
-            state: state.into(),
-            message,
-        });
     }
 }
 

@@ -69,7 +69,9 @@ use tally::Tally;
 use tokens::ClientTokens;
 
 pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
-pub use mig_apply::{resumes as mig_change_resumes, MigOptions, MigTarget, STABLE as MIG_STABLE};
+pub use mig_apply::{
+    resumes as mig_change_resumes, MigMade, MigOptions, MigTarget, STABLE as MIG_STABLE,
+};
 pub use time::Timebase;
 
 /// The exit status of a daemon whose engine thread panicked (`EX_SOFTWARE`):
@@ -222,6 +224,14 @@ pub enum Request {
     MakeMigLayout {
         /// The GPU.
         gpu: u32,
+    },
+    /// The layout of a drained GPU is made, or failed (sent by the thread
+    /// that made it).
+    MigMade {
+        /// The GPU.
+        gpu: u32,
+        /// What was done.
+        made: MigMade,
     },
     /// A task's process could not be started (sent by the engine to itself).
     LaunchFailed {
@@ -477,6 +487,8 @@ pub struct Engine {
     config: Config,
     source: Source,
     notices: UnboundedSender<Notice>,
+    /// The engine's own channel, for the threads that report back to it.
+    inbox: mpsc::Sender<Request>,
     /// Requests the engine sent itself, handled before waiting again.
     deferred: Vec<Request>,
     tasks: TaskTable,
@@ -549,6 +561,7 @@ impl Engine {
             config: setup.config,
             source: setup.source,
             notices: setup.notices,
+            inbox: tx.clone(),
             deferred: Vec::new(),
             tasks: TaskTable::default(),
             tally: Tally::default(),

@@ -222,6 +222,7 @@ impl Engine {
                 round.reply(reply, result);
             }
             Request::MakeMigLayout { gpu } => self.make_mig_layout(gpu, round),
+            Request::MigMade { gpu, made } => self.mig_made(gpu, made, round),
             Request::LaunchFailed { key, reason } => {
                 if self.running.contains_key(&key) {
                     self.finish(key, Err(reason), round);
