@@ -35,7 +35,8 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
 
     let keys =
         "workload, mem_gb, deadline, weight, gpus, gpus_alt, app, runtimes, command, env, name, requeue, client_token, workdir, output, error, umask";
-    let cases: Vec<(&str, Dict, &str, String)> = vec![
+    let cases: Vec<(&str, Dict, &str, String)> =
+        vec![
         // A key left out takes its default, but a relative directory or
         // an error file without an output file is refused.
         (
@@ -148,6 +149,33 @@ fn daemon_refusals_have_their_named_errors_and_store_nothing() {
             with("runtimes", v(vec![1.0, 2.0])),
             INVALID,
             "key \"runtimes\": expected 4 values (one per device of the host), got 2".into(),
+        ),
+        // Longer than its limit (docs/dbus.md): a 70,000-character name
+        // was taken and broke `gpuctl tasks` for everyone.
+        (
+            "a name of 70,000 bytes",
+            with("name", v("n".repeat(70_000))),
+            INVALID,
+            "key \"name\": expected at most 256 bytes, got 70000 bytes".into(),
+        ),
+        (
+            "an argument of 200,000 bytes",
+            with("command", v(vec!["/bin/echo".to_string(), "a".repeat(200_000)])),
+            INVALID,
+            "key \"command\": expected at most 131072 bytes, got 200000 bytes".into(),
+        ),
+        (
+            "ten arguments of 120,000 bytes",
+            with("command", v(vec!["a".repeat(120_000); 10])),
+            INVALID,
+            "keys \"command\" and \"env\": expected at most 1048576 bytes together, got 1200010"
+                .into(),
+        ),
+        (
+            "an output path of 5,000 bytes",
+            with("output", v("o".repeat(5_000))),
+            INVALID,
+            "key \"output\": expected at most 4096 bytes, got 5000 bytes".into(),
         ),
         // Unknown keys and names.
         (

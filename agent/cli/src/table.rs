@@ -13,10 +13,23 @@ pub enum Align {
 }
 
 /// Rows of cells printed in columns two spaces apart, each as wide as its
-/// widest cell. No line ends in padding.
+/// widest cell. No line ends in padding. A cell of any column but the last
+/// longer than [`MAX_CELL`] characters is cut there, ending in `…`, so that
+/// one long value (a task's name) cannot push every other row apart.
 pub struct Table {
     align: Vec<Align>,
     rows: Vec<Vec<String>>,
+}
+
+/// The most characters a cell shows outside the last column.
+pub const MAX_CELL: usize = 64;
+
+/// `cell`, cut to [`MAX_CELL`] characters (the last one `…`) if longer.
+fn cut(cell: &str) -> std::borrow::Cow<'_, str> {
+    match cell.char_indices().nth(MAX_CELL - 1) {
+        Some((end, _)) if cell.chars().count() > MAX_CELL => format!("{}…", &cell[..end]).into(),
+        _ => cell.into(),
+    }
 }
 
 impl Table {
@@ -49,9 +62,20 @@ impl Table {
 
     /// The table as text, one line per row.
     pub fn render(&self) -> String {
+        let last = self.align.len().saturating_sub(1);
+        let shown: Vec<Vec<std::borrow::Cow<'_, str>>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .map(|(c, cell)| if c < last { cut(cell) } else { cell.into() })
+                    .collect()
+            })
+            .collect();
         let widths: Vec<usize> = (0..self.align.len())
             .map(|c| {
-                self.rows
+                shown
                     .iter()
                     .map(|r| r[c].chars().count())
                     .max()
@@ -59,16 +83,23 @@ impl Table {
             })
             .collect();
         let mut text = String::new();
-        for row in &self.rows {
+        for row in &shown {
             let mut line = String::new();
             for (c, cell) in row.iter().enumerate() {
                 if c > 0 {
                     line.push_str("  ");
                 }
-                let w = widths[c];
+                // Padded by hand: `format!`'s width takes at most 65,535.
+                let pad = " ".repeat(widths[c] - cell.chars().count());
                 match self.align[c] {
-                    Align::Left => line.push_str(&format!("{cell:<w$}")),
-                    Align::Right => line.push_str(&format!("{cell:>w$}")),
+                    Align::Left => {
+                        line.push_str(cell);
+                        line.push_str(&pad);
+                    }
+                    Align::Right => {
+                        line.push_str(&pad);
+                        line.push_str(cell);
+                    }
                 }
             }
             text.push_str(line.trim_end());
@@ -173,6 +204,34 @@ mod tests {
             "ID          N  NOTE\n\
              a        1234  x\n\
              long-id     5\n"
+        );
+    }
+
+    /// A cell longer than `format!`'s widest width (65,535) panicked
+    /// `gpuctl tasks` ("Formatting argument out of range"); a long cell is
+    /// now cut outside the last column and kept whole in it.
+    #[test]
+    fn long_cells_are_cut_outside_the_last_column() {
+        let long = "n".repeat(70_000);
+        let mut t = Table::with_header(&[
+            ("ID", Align::Left),
+            ("NAME", Align::Left),
+            ("N", Align::Right),
+            ("NOTE", Align::Left),
+        ]);
+        t.row(vec!["t1".into(), long.clone(), "7".into(), long.clone()]);
+        t.row(vec!["t2".into(), "ab".into(), "12".into(), "é".into()]);
+        let text = t.render();
+        let lines: Vec<&str> = text.lines().collect();
+        let cut = format!("{}…", "n".repeat(MAX_CELL - 1));
+        assert_eq!(
+            lines[0],
+            format!("ID  NAME{}   N  NOTE", " ".repeat(MAX_CELL - 4))
+        );
+        assert_eq!(lines[1], format!("t1  {cut}   7  {long}"));
+        assert_eq!(
+            lines[2],
+            format!("t2  ab{}  12  é", " ".repeat(MAX_CELL - 2))
         );
     }
 

@@ -95,6 +95,8 @@ impl AdoptSpec {
         if self.app.is_empty() {
             return Err("key \"app\": expected a DVFS profile name, got \"\"".into());
         }
+        crate::task::within("external_id", &self.external_id, crate::task::NAME_MAX_LEN)?;
+        crate::task::within("app", &self.app, crate::task::NAME_MAX_LEN)?;
         if !self.deadline.is_finite() || self.deadline <= 0.0 {
             return Err(format!(
                 "key \"deadline\": expected unix time of the job's end, got {}",

@@ -172,6 +172,29 @@ pub const CLIENT_TOKEN_RETENTION_S: f64 = 86_400.0;
 /// The longest `client_token`, bytes.
 pub const CLIENT_TOKEN_MAX_LEN: usize = 256;
 
+/// The longest name, bytes: `name`, `app`, an `env` variable's name, and
+/// `Adopt`'s `external_id` and `app`.
+pub const NAME_MAX_LEN: usize = 256;
+/// The longest path, bytes (`PATH_MAX`): `workdir`, `output`, `error`.
+pub const PATH_MAX_LEN: usize = 4096;
+/// The longest `command` argument or `env` value, bytes (the kernel's
+/// `MAX_ARG_STRLEN`).
+pub const ARG_MAX_LEN: usize = 131_072;
+/// The most bytes `command` and `env` take together (half the kernel's
+/// usual `ARG_MAX`, leaving room for the base environment).
+pub const COMMAND_MAX_LEN: usize = 1_048_576;
+
+/// Refuses `text` longer than `max` bytes, naming `key`.
+pub(crate) fn within(key: &str, text: &str, max: usize) -> Result<(), String> {
+    if text.len() > max {
+        return Err(format!(
+            "key {key:?}: expected at most {max} bytes, got {} bytes",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
 /// The keys `Submit` takes, with their D-Bus types.
 const SPEC_KEYS: [(&str, &str, &str); 17] = [
     ("workload", "d", "a number > 0"),
@@ -396,6 +419,7 @@ impl SubmitSpec {
         if self.app.is_empty() {
             return Err("key \"app\": expected a DVFS profile name, got \"\"".into());
         }
+        self.check_lengths()?;
         if self.command.first().is_some_and(|p| p.is_empty()) {
             return Err("key \"command\": expected a program name first, got \"\"".into());
         }
@@ -445,6 +469,37 @@ impl SubmitSpec {
         if let Some(umask) = self.umask.filter(|&m| m > 0o777) {
             return Err(format!(
                 "key \"umask\": expected a mode mask from 0 to 0777, got 0{umask:o}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a string longer than its limit (docs/dbus.md), naming the key.
+    fn check_lengths(&self) -> Result<(), String> {
+        within("name", &self.name, NAME_MAX_LEN)?;
+        within("app", &self.app, NAME_MAX_LEN)?;
+        for (key, path) in [
+            ("workdir", &self.workdir),
+            ("output", &self.output),
+            ("error", &self.error),
+        ] {
+            within(key, path, PATH_MAX_LEN)?;
+        }
+        for arg in &self.command {
+            within("command", arg, ARG_MAX_LEN)?;
+        }
+        for (k, v) in &self.env {
+            within("env", k, NAME_MAX_LEN)?;
+            within("env", v, ARG_MAX_LEN)?;
+        }
+        // As execve counts them: each string and its NUL.
+        let total: usize = (self.command.iter())
+            .map(|a| a.len() + 1)
+            .chain(self.env.iter().map(|(k, v)| k.len() + v.len() + 2))
+            .sum();
+        if total > COMMAND_MAX_LEN {
+            return Err(format!(
+                "keys \"command\" and \"env\": expected at most {COMMAND_MAX_LEN} bytes together, got {total}"
             ));
         }
         Ok(())
