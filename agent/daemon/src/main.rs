@@ -117,6 +117,11 @@ const MANUAL: &[Section] = &[
                  setting, host or profile file).",
             ),
             ("2", "A bad command line."),
+            (
+                "70",
+                "Its engine thread panicked (a bug; the log says where): it exits so that \
+                 systemd starts it again from what it stored.",
+            ),
         ],
     },
     Section {
@@ -127,10 +132,27 @@ const MANUAL: &[Section] = &[
     },
 ];
 
+/// Whether the signals were held before `main` ([`hold_first`]).
+static HELD: std::sync::OnceLock<nix::Result<()>> = std::sync::OnceLock::new();
+
+/// The first code of the daemon's own: from here on, no handled signal kills
+/// it while it starts (a SIGHUP waits for ready, a SIGTERM stops it once it
+/// can). An ELF constructor, which the dynamic loader runs as soon as it has
+/// relocated the binary, before the Rust runtime's start-up and `main`;
+/// only the loader's own work comes before it.
+extern "C" fn hold_first() {
+    let _ = HELD.set(gpu_agent_daemon::early_signals::hold());
+}
+
+#[used]
+#[link_section = ".init_array"]
+static HOLD_FIRST: extern "C" fn() = hold_first;
+
 fn main() -> ExitCode {
-    // First of all: from here on, no handled signal kills the daemon while
-    // it starts (a SIGHUP waits for ready, a SIGTERM stops it once it can).
-    let held = gpu_agent_daemon::early_signals::hold();
+    let held = HELD
+        .get()
+        .cloned()
+        .unwrap_or_else(gpu_agent_daemon::early_signals::hold);
     gpu_agent_daemon::heap::configure();
     let args = Args::parse();
     if args.manpage {
