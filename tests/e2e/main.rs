@@ -45,6 +45,7 @@ mod mig_plan_policy;
 mod mig_repartition;
 mod mig_sim;
 mod plugin_loading;
+mod readme;
 mod sa_greedy;
 mod slurm;
 mod sos;

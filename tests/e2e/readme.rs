@@ -1,0 +1,158 @@
+//! README.md's "Running the daemon" section, run as a user would type it:
+//! its `gpu-agentd --mock ...` line starts the daemon (on a private bus, a
+//! fresh state directory), then every line of the `gpuctl` block after it
+//! runs in a project directory holding a `train.py`, in order, and must end
+//! with exit status 0, or the one its comment names (`# exit 1: ...`). An
+//! example that stops working as written fails here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use gpu_agent_dbus::private_bus::PrivateBus;
+
+use crate::daemon::wait_for;
+use crate::harness::artefacts;
+
+/// The `sh` blocks of `text` after the heading `heading`, in order.
+fn blocks_after<'a>(text: &'a str, heading: &str) -> Vec<Vec<&'a str>> {
+    let section = text
+        .split_once(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("README.md has no {heading:?}"))
+        .1;
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut blocks = Vec::new();
+    let mut lines = section.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "```sh" {
+            blocks.push(lines.by_ref().take_while(|l| l.trim() != "```").collect());
+        }
+    }
+    blocks
+}
+
+/// A command line of a block: the command without its comment, and the
+/// exit status the comment names (`exit N`), else 0. `None` for a line that
+/// is only a comment (the previous line's, continued).
+fn command(line: &str) -> Option<(String, i32)> {
+    if line.trim_start().starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    let (command, comment) = match line.find(" #") {
+        Some(i) => (&line[..i], &line[i + 2..]),
+        None => (line, ""),
+    };
+    let status = comment
+        .split_once("exit ")
+        .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Some((command.trim().to_string(), status))
+}
+
+/// `sh -c line` in `dir`, with the built gpuctl and gpu-agentd first on PATH
+/// and the private bus as the session bus.
+fn shell(line: &str, dir: &Path, bus: &PrivateBus) -> Command {
+    let path = format!(
+        "{}:{}",
+        artefacts().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", line])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("DBUS_SESSION_BUS_ADDRESS", bus.address())
+        .env("NO_COLOR", "1")
+        .env_remove("GPU_AGENT_BUS");
+    cmd
+}
+
+/// Stops the daemon the README started when the test ends, however it ends.
+struct Stop(Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn readme_running_the_daemon_works_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let blocks = blocks_after(&readme, "## Running the daemon");
+    let [daemon_block, gpuctl_block, ..] = &blocks[..] else {
+        panic!("README.md's \"Running the daemon\" has fewer than two sh blocks: {blocks:?}");
+    };
+    let daemon_line = daemon_block
+        .iter()
+        .find(|l| l.contains("--mock"))
+        .expect("a gpu-agentd --mock line");
+
+    // A project directory with train.py; examples/ as in a clone.
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(
+        project.path().join("train.py"),
+        "print('epoch 1: loss 0.5')\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(root.join("examples"), project.path().join("examples")).unwrap();
+    let state = project.path().join("state");
+    let bus = PrivateBus::start().expect("a private bus");
+    let line = daemon_line.replace("/tmp/ga", state.to_str().unwrap());
+    let daemon = shell(&line, project.path(), &bus)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the README's gpu-agentd line");
+    let _stop = Stop(daemon);
+    wait_for("the daemon on the bus", Duration::from_secs(20), || {
+        let out = shell("gpuctl --session status", project.path(), &bus)
+            .output()
+            .ok()?;
+        out.status.success().then_some(())
+    });
+
+    let mut ran = 0;
+    for (line, status) in gpuctl_block.iter().filter_map(|l| command(l)) {
+        let out: Output = shell(&line, project.path(), &bus)
+            .env("GPU_AGENT_BUS", "session")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(status),
+            "README.md: `{line}` exited {} (the README says {status})\nstdout:\n{}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran += 1;
+    }
+    assert!(ran >= 10, "only {ran} commands ran");
+    // What the first submit printed is beside train.py, and gpuctl logs has it.
+    let output = std::fs::read_to_string(project.path().join("gpu-agent-t1.out")).unwrap();
+    assert_eq!(output, "epoch 1: loss 0.5\n");
+}
+
+#[test]
+fn readme_command_lines_are_read_with_their_exit_status() {
+    assert_eq!(
+        command("gpuctl tasks   # or: gpuctl task t1"),
+        Some(("gpuctl tasks".into(), 0))
+    );
+    assert_eq!(
+        command("gpuctl mig assert -f x -c y   # exit 1: the differences"),
+        Some(("gpuctl mig assert -f x -c y".into(), 1))
+    );
+    assert_eq!(command("                             # hold GPU 1"), None);
+    assert_eq!(
+        command("gpuctl metrics"),
+        Some(("gpuctl metrics".into(), 0))
+    );
+}
