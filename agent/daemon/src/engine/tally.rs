@@ -250,4 +250,24 @@ mod tests {
         assert_eq!(back.ended(TaskStatus::Rejected), 1);
         assert!(Tally::from_json("{\"ended\": []}").is_err());
     }
+
+    #[test]
+    fn a_task_without_a_deadline_is_never_late() {
+        let ran = Some((1000.0, 2000.0));
+        let mut due = Tally::default();
+        due.add(&ended("t1", TaskStatus::Succeeded, ran), 1.0);
+        assert_eq!(due.totals.dmc, 1);
+        assert!(
+            (due.totals.twt - 3.0 * 999.9).abs() < 1e-6,
+            "{}",
+            due.totals.twt
+        );
+        let mut free = Tally::default();
+        let mut task = ended("t1", TaskStatus::Succeeded, ran);
+        task.spec.deadline = None;
+        free.add(&task, 1.0);
+        assert_eq!((free.totals.dmc, free.totals.twt), (0, 0.0));
+        assert_eq!(free.totals.count, 1);
+        assert_eq!(Tally::from_json(&free.to_json()).unwrap(), free);
+    }
 }
