@@ -182,7 +182,7 @@ fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
             config(SPLIT_0),
             options(&[("retries", Value::from(3u32))]),
             "InvalidArgument",
-            "unknown option \"retries\"; ApplyMigConfig takes on_busy, timeout_s and reject_stranded",
+            "unknown option \"retries\"; ApplyMigConfig takes on_busy, timeout_s, reject_stranded and enable_without_instances",
         ),
     ];
     for (yaml, opts, name, wanted) in cases {
@@ -525,4 +525,51 @@ fn daemon_mig_apply_instances_without_a_uuid_stay_offline() {
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-uuid"), "{err}");
+}
+
+/// mig-parted's `all-enabled` through gpuctl: refused, naming the flag that
+/// asks for it; with `--enable-without-instances` the GPU has MIG on with no
+/// instance and takes no task (health `mig`), and says so.
+#[test]
+fn daemon_mig_apply_mig_on_without_instances_only_when_asked() {
+    let d = Daemon::start();
+    let work = tempfile::tempdir().unwrap();
+    let file = write(
+        work.path(),
+        "enabled.yaml",
+        &config("    - devices: [1]\n      mig-enabled: true\n      mig-devices: {}\n"),
+    );
+    let out = gpuctl(&d, &["mig", "apply", "-f", &file]);
+    assert_eq!(out.status.code(), Some(4));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("NotSupported") && err.contains("--enable-without-instances"),
+        "{err}"
+    );
+    assert!(!layout(&d, 1).enabled);
+    let out = gpuctl(
+        &d,
+        &["mig", "apply", "-f", &file, "--enable-without-instances"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("GPU 1: stable MIG on, no instance (drain ")
+            && last.ends_with(": the GPU takes no task until a layout with instances is made"),
+        "{stdout}"
+    );
+    let l = layout(&d, 1);
+    assert!(l.enabled && l.instances.is_empty());
+    let out = gpuctl(&d, &["devices"]);
+    let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+    let gpu1 = listing
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap();
+    assert!(gpu1.contains(" mig "), "{listing}");
 }

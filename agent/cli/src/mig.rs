@@ -74,6 +74,11 @@ struct ApplyArgs {
     /// rejected (without it such a change is refused, nothing changed).
     #[arg(long)]
     reject_stranded: bool,
+    /// Allow MIG on with no instance (mig-parted's `all-enabled`: for another
+    /// tool to make instances); the GPU then takes no task until a layout
+    /// with instances is made. Without it such a configuration is refused.
+    #[arg(long)]
+    enable_without_instances: bool,
     /// Print one JSON object per step (`gpu`, `state`, `message`).
     #[arg(long)]
     json: bool,
@@ -380,6 +385,10 @@ fn apply(args: ApplyArgs) -> Result<()> {
         (
             "reject_stranded".to_string(),
             owned(Value::from(args.reject_stranded)),
+        ),
+        (
+            "enable_without_instances".to_string(),
+            owned(Value::from(args.enable_without_instances)),
         ),
     ]
     .into();

@@ -87,6 +87,12 @@ impl MigView {
                     if pending { "on" } else { "off" }
                 ),
             )
+        } else if enabled && instances.is_empty() {
+            (
+                "stable",
+                "MIG on with no instance: the GPU takes no task until a layout with instances is made"
+                    .to_string(),
+            )
         } else {
             ("stable", String::new())
         };
@@ -134,16 +140,26 @@ impl MigView {
     /// The GPUs configuration `name` (`""`: the file's only one) of `yaml`
     /// changes, each with its layout (`ApplyMigConfig`): every rule of the
     /// file checked, GPUs already as asked left out. MIG on with no
-    /// instance is refused: the agent schedules a GPU whole or its
-    /// instances, and such a GPU would have neither.
-    pub fn targets(&self, yaml: &str, name: &str) -> Result<Vec<MigTarget>, AgentError> {
+    /// instance is refused unless `without_instances`: the agent schedules
+    /// a GPU whole or its instances, and such a GPU has neither (an admin
+    /// asks for it when another tool makes the instances).
+    pub fn targets(
+        &self,
+        yaml: &str,
+        name: &str,
+        without_instances: bool,
+    ) -> Result<Vec<MigTarget>, AgentError> {
         let file = MigConfigFile::parse(yaml).map_err(config_error)?;
         let name = (!name.is_empty()).then_some(name);
         let targets = migconfig::resolve(&file, name, &self.gpus).map_err(config_error)?;
-        if let Some(t) = targets.values().find(|t| t.enabled && t.layout.is_empty()) {
+        if let Some(t) = targets
+            .values()
+            .find(|t| t.enabled && t.layout.is_empty() && !without_instances)
+        {
             return Err(AgentError::NotSupported(format!(
                 "{}: GPU {}: MIG on with no instance leaves the GPU with no device to schedule; \
-                 name at least one profile, or set mig-enabled: false",
+                 name at least one profile, set mig-enabled: false, or ask for it with the \
+                 option enable_without_instances (gpuctl mig apply --enable-without-instances)",
                 t.pos, t.gpu
             )));
         }
@@ -160,6 +176,7 @@ impl MigView {
             })
             .map(|t| MigTarget {
                 gpu: t.gpu,
+                enabled: t.enabled,
                 layout: t.layout,
             })
             .collect())

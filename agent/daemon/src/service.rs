@@ -454,7 +454,8 @@ impl AgentService {
             .require_admin("change MIG layouts")?;
         let options = mig_options(&options)?;
         let mig = self.mig.clone();
-        let targets = blocking(move || mig.targets(&yaml, &name)).await?;
+        let without_instances = options.without_instances;
+        let targets = blocking(move || mig.targets(&yaml, &name, without_instances)).await?;
         self.ask(|reply| Request::ApplyMig {
             targets,
             options,
@@ -616,13 +617,15 @@ fn shown_to(roles: Roles, task: TaskInfo) -> TaskInfo {
 
 /// `ApplyMigConfig`'s options: `on_busy` (`wait`, the default, or
 /// `refuse`), `timeout_s` (seconds a drain may take; 0, the default: no
-/// limit) and `reject_stranded` (false, the default: refuse a change that
-/// leaves waiting tasks without a device).
+/// limit), `reject_stranded` (false, the default: refuse a change that
+/// leaves waiting tasks without a device) and `enable_without_instances`
+/// (false, the default: refuse MIG on with no instance).
 fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, AgentError> {
     let mut out = MigOptions {
         on_busy: OnBusy::Wait,
         timeout_s: Seconds::default(),
         reject_stranded: false,
+        without_instances: false,
     };
     for (key, value) in options {
         match key.as_str() {
@@ -650,9 +653,16 @@ fn mig_options(options: &HashMap<String, OwnedValue>) -> Result<MigOptions, Agen
                     ))
                 })?
             }
+            "enable_without_instances" => {
+                out.without_instances = bool::try_from(value).map_err(|_| {
+                    AgentError::InvalidArgument(format!(
+                        "option enable_without_instances: expected a boolean (b), got {value:?}"
+                    ))
+                })?
+            }
             other => {
                 return Err(AgentError::InvalidArgument(format!(
-                    "unknown option {other:?}; ApplyMigConfig takes on_busy, timeout_s and reject_stranded"
+                    "unknown option {other:?}; ApplyMigConfig takes on_busy, timeout_s, reject_stranded and enable_without_instances"
                 )))
             }
         }

@@ -771,6 +771,12 @@ async fn mig_off_applies_to_a_gpu_with_mig_on_and_no_instance() {
         split.to_string().contains("split into MIG instances"),
         "{split}"
     );
+    let layout =
+        gpu_agent_dbus::MigLayout::from_dict(&agent.get_mig_layout(0).await.unwrap()).unwrap();
+    assert_eq!(
+        layout.message,
+        "MIG on with no instance: the GPU takes no task until a layout with instances is made"
+    );
     let off = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n";
     assert_eq!(
         agent.assert_mig_config(off, "").await.unwrap(),
@@ -796,6 +802,94 @@ async fn mig_off_applies_to_a_gpu_with_mig_on_and_no_instance() {
     );
     // Whole again: no longer "split into MIG instances".
     agent.set_device_online(0, true).await.unwrap();
+}
+
+/// mig-parted's `all-enabled` (MIG on, no instance) is refused unless the
+/// admin asks for it with `enable_without_instances`; then the GPU has MIG
+/// on and no instance, takes no task (it is split into nothing) and says
+/// why, asserts true, and a later layout with instances or MIG off applies.
+#[tokio::test(flavor = "multi_thread")]
+async fn mig_on_without_instances_only_when_asked() {
+    use zbus::zvariant::{OwnedValue, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, _server, mock) = serve_mock(dir.path()).await;
+    let mut changes = agent.receive_mig_changed().await.unwrap();
+    let enabled = "version: v1\nmig-configs:\n  all-enabled:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {}\n";
+    let refused = agent
+        .apply_mig_config(enabled, "", Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("org.gpuagent.Agent1.Error.NotSupported")
+            && refused
+                .to_string()
+                .contains("option enable_without_instances"),
+        "{refused}"
+    );
+    assert!(!mock.mig_mode(0).unwrap().unwrap().current);
+    let asked: gpu_agent_dbus::Dict = [(
+        "enable_without_instances".to_string(),
+        OwnedValue::try_from(Value::from(true)).unwrap(),
+    )]
+    .into();
+    assert_eq!(
+        agent
+            .apply_mig_config(enabled, "", asked.clone())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    let ((state, message), steps) = settled(&mut changes, 0).await;
+    assert_eq!(state, "stable", "{message}");
+    assert!(
+        message.starts_with("MIG on, no instance (drain "),
+        "{message}"
+    );
+    assert!(
+        steps[0].starts_with("draining: to MIG on, no instance"),
+        "{steps:?}"
+    );
+    assert!(mock.mig_mode(0).unwrap().unwrap().current);
+    assert!(mock.gpu_instances(0).unwrap().is_empty());
+    let layout =
+        gpu_agent_dbus::MigLayout::from_dict(&agent.get_mig_layout(0).await.unwrap()).unwrap();
+    assert_eq!((layout.enabled, layout.instances.len()), (true, 0));
+    assert!(
+        layout
+            .message
+            .ends_with(": the GPU takes no task until a layout with instances is made"),
+        "{}",
+        layout.message
+    );
+    let split = agent.set_device_online(0, true).await.unwrap_err();
+    assert!(
+        split.to_string().contains("split into MIG instances"),
+        "{split}"
+    );
+    let (ok, mismatches) = agent.assert_mig_config(enabled, "").await.unwrap();
+    assert_eq!(
+        (ok, mismatches),
+        (false, vec!["GPU 1: selected by no entry".to_string()])
+    );
+    // Asked again: nothing to change.
+    assert_eq!(
+        agent.apply_mig_config(enabled, "", asked).await.unwrap(),
+        Vec::<u32>::new()
+    );
+    // Another tool's turn is over: a layout with instances applies.
+    let split = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
+    assert_eq!(
+        agent
+            .apply_mig_config(split, "", Default::default())
+            .await
+            .unwrap(),
+        vec![0]
+    );
+    let ((state, message), _) = settled(&mut changes, 0).await;
+    assert_eq!(state, "stable", "{message}");
+    assert_eq!(mock.gpu_instances(0).unwrap().len(), 2);
 }
 
 /// A drained GPU where a process the agent did not start runs is not

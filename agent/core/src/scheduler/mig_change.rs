@@ -44,8 +44,11 @@ impl fmt::Display for MigPhase {
 pub struct MigChange {
     /// The physical GPU.
     pub gpu: u32,
-    /// The layout it is to take (empty: MIG off).
+    /// The layout it is to take (empty: MIG off, unless `mig_on`).
     pub target: Layout,
+    /// Whether MIG is on once made; with an empty `target`, MIG on and no
+    /// instance ([`Core::begin_mig_on_without_instances`]).
+    pub mig_on: bool,
     /// Where the change stands.
     pub phase: MigPhase,
     /// Whether a policy asked for it.
@@ -106,14 +109,48 @@ impl Core {
         layout: &[Request],
         on_busy: OnBusy,
     ) -> Result<Vec<Action>, RepartitionError> {
+        self.begin_change(now, gpu, layout, !layout.is_empty(), on_busy)
+    }
+
+    /// Starts turning GPU `gpu`'s MIG mode on with no instance at `now` (an
+    /// admin's explicit request, for another tool to make instances): the
+    /// sequence of [`Core::begin_mig_change`], after which the GPU is split
+    /// into nothing, so neither it nor anything of it takes work until a
+    /// layout is made. Refused as that is, and on a GPU without MIG.
+    pub fn begin_mig_on_without_instances(
+        &mut self,
+        now: f64,
+        gpu: u32,
+        on_busy: OnBusy,
+    ) -> Result<Vec<Action>, RepartitionError> {
+        self.begin_change(now, gpu, &[], true, on_busy)
+    }
+
+    fn begin_change(
+        &mut self,
+        now: f64,
+        gpu: u32,
+        layout: &[Request],
+        mig_on: bool,
+        on_busy: OnBusy,
+    ) -> Result<Vec<Action>, RepartitionError> {
         let target = self.target_of(gpu, layout)?;
+        if mig_on {
+            let model = self.slots[gpu as usize].spec.model;
+            if model.mig.is_none() {
+                return Err(RepartitionError::NotMigCapable {
+                    gpu,
+                    model: model.name,
+                });
+            }
+        }
         if let Some(change) = self.mig_change(gpu) {
             return Err(RepartitionError::ChangeUnderWay {
                 gpu,
                 phase: change.phase,
             });
         }
-        if self.laid_out_as(gpu, &target) {
+        if self.laid_out_as(gpu, &target, mig_on) {
             return Ok(Vec::new());
         }
         if on_busy == OnBusy::Refuse {
@@ -129,7 +166,7 @@ impl Core {
         }
         self.advance(now);
         let mut actions = Vec::new();
-        let drained = self.drain_for_change(gpu, target, false, &mut actions);
+        let drained = self.drain_for_change(gpu, target, mig_on, false, &mut actions);
         for device in drained {
             self.consult(Event::DeviceChanged { device }, &mut actions);
         }
@@ -146,13 +183,13 @@ impl Core {
     /// ([`Core::repartition`]).
     pub fn stranded_by(
         &self,
-        changes: &[(u32, Vec<Request>)],
+        changes: &[(u32, Vec<Request>, bool)],
     ) -> Result<Vec<(TaskKey, String)>, RepartitionError> {
         let mut targets = Vec::new();
-        for (gpu, layout) in changes {
+        for (gpu, layout, mig_on) in changes {
             let target = self.target_of(*gpu, layout)?;
-            if !self.laid_out_as(*gpu, &target) {
-                targets.push((*gpu, target));
+            if !self.laid_out_as(*gpu, &target, *mig_on) {
+                targets.push((*gpu, target, *mig_on));
             }
         }
         if targets.is_empty() {
@@ -160,7 +197,7 @@ impl Core {
         }
         let changing: Vec<u32> = targets
             .iter()
-            .flat_map(|(gpu, _)| self.devices_of_gpu(*gpu))
+            .flat_map(|(gpu, _, _)| self.devices_of_gpu(*gpu))
             .collect();
         let mut specs: Vec<DeviceSpec> = self
             .slots
@@ -169,14 +206,14 @@ impl Core {
             .map(|s| s.spec.clone())
             .collect();
         let mut next = self.slots.len() as u32;
-        for (gpu, target) in &targets {
+        for (gpu, target, mig_on) in &targets {
             let mut parent = self.slots[*gpu as usize].spec.clone();
-            if target.is_empty() {
-                parent.partition = Partition::Whole;
-                specs.push(parent);
-            } else {
+            if *mig_on {
                 specs.extend(parent.split(target, next));
                 next += target.len() as u32;
+            } else {
+                parent.partition = Partition::Whole;
+                specs.push(parent);
             }
         }
         let after: Vec<Slot> = specs
@@ -191,7 +228,13 @@ impl Core {
         waiting.dedup();
         let described: Vec<String> = targets
             .iter()
-            .map(|(gpu, t)| format!("GPU {gpu} as {}", super::repartition::describe(t)))
+            .map(|(gpu, t, mig_on)| {
+                if *mig_on && t.is_empty() {
+                    format!("GPU {gpu} in MIG mode with no instance")
+                } else {
+                    format!("GPU {gpu} as {}", super::repartition::describe(t))
+                }
+            })
             .collect();
         let change = described.join(" and ");
         Ok(waiting
@@ -291,7 +334,7 @@ impl Core {
             })
             .collect();
         let mut done = self
-            .repartition(now, gpu, &requests)
+            .repartition_as(now, gpu, &requests, change.mig_on)
             .expect("a drained GPU takes the layout checked when its change began");
         self.bring_online(&done.devices, &mut done.actions);
         self.dispatch(&mut done.actions);
@@ -367,10 +410,11 @@ impl Core {
             }
             .to_string());
         }
-        if self.laid_out_as(gpu, &target) {
+        let mig_on = !target.is_empty();
+        if self.laid_out_as(gpu, &target, mig_on) {
             return Ok(());
         }
-        let drained = self.drain_for_change(gpu, target, true, actions);
+        let drained = self.drain_for_change(gpu, target, mig_on, true, actions);
         self.mig_drained.extend(drained);
         Ok(())
     }
@@ -412,6 +456,7 @@ impl Core {
         &mut self,
         gpu: u32,
         target: Layout,
+        mig_on: bool,
         by_policy: bool,
         actions: &mut Vec<Action>,
     ) -> Vec<u32> {
@@ -431,6 +476,7 @@ impl Core {
         self.mig_changes.push(MigChange {
             gpu,
             target,
+            mig_on,
             phase: MigPhase::Draining,
             by_policy,
             drained: drained.clone(),

@@ -157,15 +157,24 @@ impl Core {
         gpu: u32,
         layout: &[Request],
     ) -> Result<Repartition, RepartitionError> {
+        self.repartition_as(now, gpu, layout, !layout.is_empty())
+    }
+
+    /// [`Core::repartition`], with MIG on (`mig_on`) or off; MIG on with an
+    /// empty `layout` splits the GPU into no instance: no device of it
+    /// takes work.
+    pub(super) fn repartition_as(
+        &mut self,
+        now: f64,
+        gpu: u32,
+        layout: &[Request],
+        mig_on: bool,
+    ) -> Result<Repartition, RepartitionError> {
         let target = self.target_of(gpu, layout)?;
         let current = self.instances_of(gpu);
-        if self.laid_out_as(gpu, &target) {
+        if self.laid_out_as(gpu, &target, mig_on) {
             return Ok(Repartition {
-                devices: if current.is_empty() {
-                    vec![gpu]
-                } else {
-                    current
-                },
+                devices: if mig_on { current } else { vec![gpu] },
                 retired: Vec::new(),
                 actions: Vec::new(),
             });
@@ -193,16 +202,16 @@ impl Core {
             slot.spec.partition = Partition::Retired(instance);
         }
         let mut spec = self.slots[gpu as usize].spec.clone();
-        let added = if target.is_empty() {
+        let added = if mig_on {
+            spec.split(&target, self.slots.len() as u32)
+        } else {
             spec.partition = Partition::Whole;
             Vec::new()
-        } else {
-            spec.split(&target, self.slots.len() as u32)
         };
-        let devices: Vec<u32> = if added.is_empty() {
-            vec![gpu]
-        } else {
+        let devices: Vec<u32> = if mig_on {
             added.iter().map(|d| d.index).collect()
+        } else {
+            vec![gpu]
         };
         // Fresh slots: idle, offline, with the power share of their new shape.
         let fresh = |spec| Slot {
@@ -299,16 +308,16 @@ impl Core {
 
     /// Physical GPU `gpu`'s layout now: its instances in start order, empty
     /// when it is whole.
-    /// Whether GPU `gpu` already is as `target` asks: its instances are
-    /// `target`'s, and an empty target finds it whole. A GPU split with no
-    /// instance (MIG on and none made, as `nvidia-smi` or mig-parted's
-    /// `all-enabled` leave it) is not yet MIG off.
-    pub(super) fn laid_out_as(&self, gpu: u32, target: &[Instance]) -> bool {
+    /// Whether GPU `gpu` already is as asked: MIG on (`mig_on`: split, with
+    /// `target`'s instances) or off (whole). A GPU split with no instance
+    /// (MIG on and none made, as `nvidia-smi` or mig-parted's `all-enabled`
+    /// leave it) is neither MIG off nor any layout with instances.
+    pub(super) fn laid_out_as(&self, gpu: u32, target: &[Instance], mig_on: bool) -> bool {
         let split = matches!(
             self.slots[gpu as usize].spec.partition,
             Partition::Split { .. }
         );
-        split != target.is_empty() && self.layout_of(gpu) == target
+        split == mig_on && self.layout_of(gpu) == target
     }
 
     pub(super) fn layout_of(&self, gpu: u32) -> Layout {

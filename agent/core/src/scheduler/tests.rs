@@ -1689,7 +1689,7 @@ fn stranded_by_names_the_waiting_tasks_a_layout_would_leave_without_a_device() {
     assert_eq!(rejection(&actions), None);
     assert_eq!(core.pending(), &[b]);
     assert_eq!(
-        core.stranded_by(&[(0, requests(&["3g.20gb", "3g.20gb"]))]),
+        core.stranded_by(&[(0, requests(&["3g.20gb", "3g.20gb"]), true)]),
         Ok(vec![(
             b,
             "task big@1 (1 GPU(s) of 30 GB) would fit no device with GPU 0 as 3g.20gb@0, 3g.20gb@4"
@@ -1697,26 +1697,26 @@ fn stranded_by_names_the_waiting_tasks_a_layout_would_leave_without_a_device() {
         )])
     );
     // GPU 1 whole again, or one 7g.40gb there: it still fits somewhere.
-    assert_eq!(core.stranded_by(&[(1, Vec::new())]), Ok(Vec::new()));
+    assert_eq!(core.stranded_by(&[(1, Vec::new(), false)]), Ok(Vec::new()));
     assert_eq!(
-        core.stranded_by(&[(1, requests(&["7g.40gb"]))]),
+        core.stranded_by(&[(1, requests(&["7g.40gb"]), true)]),
         Ok(Vec::new())
     );
     // Together with GPU 0 split, GPU 1's 7g.40gb holds it.
     assert_eq!(
         core.stranded_by(&[
-            (0, requests(&["3g.20gb", "3g.20gb"])),
-            (1, requests(&["7g.40gb"]))
+            (0, requests(&["3g.20gb", "3g.20gb"]), true),
+            (1, requests(&["7g.40gb"]), true)
         ]),
         Ok(Vec::new())
     );
     // The layout GPU 1 has: nothing changes.
     assert_eq!(
-        core.stranded_by(&[(1, requests(&["2g.10gb", "2g.10gb", "3g.20gb"]))]),
+        core.stranded_by(&[(1, requests(&["2g.10gb", "2g.10gb", "3g.20gb"]), true)]),
         Ok(Vec::new())
     );
     assert_eq!(
-        core.stranded_by(&[(5, Vec::new())]),
+        core.stranded_by(&[(5, Vec::new(), false)]),
         Err(super::RepartitionError::NoSuchGpu(5))
     );
     // Asking changed nothing.
@@ -1789,7 +1789,7 @@ fn mig_off_on_a_gpu_split_with_no_instance_is_a_change() {
     let devices = Host::partitioned(Host::of_models([a100; 2]).devices, &[(1, Vec::new())]).devices;
     let mut core = Core::new(devices, scripted(|_: &View<'_>, _: &Event| Ok(Vec::new())));
     assert!(!core.online(1));
-    assert_eq!(core.stranded_by(&[(1, Vec::new())]), Ok(Vec::new()));
+    assert_eq!(core.stranded_by(&[(1, Vec::new(), false)]), Ok(Vec::new()));
     let actions = core.begin_mig_change(1.0, 1, &[], OnBusy::Wait).unwrap();
     assert_eq!(mig_kinds(&actions), ["draining 1 []", "apply 1 []"]);
     let done = core.mig_applied(1.0, 1).unwrap();
@@ -1800,4 +1800,45 @@ fn mig_off_on_a_gpu_split_with_no_instance_is_a_change() {
         .begin_mig_change(2.0, 1, &[], OnBusy::Wait)
         .unwrap()
         .is_empty());
+    // MIG on with no instance, asked on purpose: a 30 GB task only a whole
+    // A100 holds would be stranded with both split so; the GPU drains and
+    // then takes nothing.
+    let big = TaskSpec {
+        mem_gb: 30.0,
+        ..spec("big", 0.0, 1.0)
+    };
+    let (b, _) = core.submit(3.0, big);
+    assert_eq!(
+        core.stranded_by(&[(0, Vec::new(), true), (1, Vec::new(), true)]),
+        Ok(vec![(
+            b,
+            "task big (1 GPU(s) of 30 GB) would fit no device with GPU 0 in MIG mode with no instance and GPU 1 in MIG mode with no instance".to_string()
+        )])
+    );
+    core.cancel(3.0, b).unwrap();
+    let actions = core
+        .begin_mig_on_without_instances(4.0, 1, OnBusy::Wait)
+        .unwrap();
+    assert_eq!(mig_kinds(&actions), ["draining 1 []", "apply 1 []"]);
+    assert!(core.mig_change(1).unwrap().mig_on);
+    let done = core.mig_applied(4.0, 1).unwrap();
+    assert!(done.devices.is_empty());
+    assert!(!core.online(1));
+    assert!(core
+        .begin_mig_on_without_instances(5.0, 1, OnBusy::Wait)
+        .unwrap()
+        .is_empty());
+    // On a GPU without MIG: refused.
+    let t4 = catalogue::lookup("T4").unwrap();
+    let mut whole = Core::new(
+        Host::of_models([t4]).devices,
+        scripted(|_: &View<'_>, _: &Event| Ok(Vec::new())),
+    );
+    assert_eq!(
+        whole
+            .begin_mig_on_without_instances(0.0, 0, OnBusy::Wait)
+            .unwrap_err()
+            .to_string(),
+        "GPU 0 (T4) does not support MIG"
+    );
 }

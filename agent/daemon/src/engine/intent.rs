@@ -114,7 +114,7 @@ impl Engine {
             } => Intent::ApplyMig {
                 targets: targets
                     .iter()
-                    .map(|t| (t.gpu, mig_apply::describe(&t.layout)))
+                    .map(|t| (t.gpu, mig_apply::describe_as(&t.layout, t.enabled)))
                     .collect(),
                 options: *options,
             },
@@ -158,7 +158,12 @@ impl Engine {
                     .into_iter()
                     .map(|(gpu, text)| {
                         let layout = self.layout_of_text(gpu, &text)?;
-                        Ok(MigTarget { gpu, layout })
+                        let enabled = text != mig_apply::describe(&[]);
+                        Ok(MigTarget {
+                            gpu,
+                            enabled,
+                            layout,
+                        })
                     })
                     .collect::<Result<_, String>>()?,
                 options,

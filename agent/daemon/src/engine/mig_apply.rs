@@ -131,12 +131,25 @@ pub(super) fn describe(layout: &[Instance]) -> String {
     names.join(", ")
 }
 
+/// MIG on with no instance, as messages and the stored target say it.
+pub(super) const NO_INSTANCE: &str = "MIG on, no instance";
+
+/// How a change's target is told and stored: [`describe`], or
+/// [`NO_INSTANCE`] for MIG on with no instance.
+pub(super) fn describe_as(layout: &[Instance], enabled: bool) -> String {
+    if enabled && layout.is_empty() {
+        NO_INSTANCE.into()
+    } else {
+        describe(layout)
+    }
+}
+
 /// The instances of a layout as [`describe`] writes it, against `table`.
 fn placed_of_text(
     table: &'static gpu_agent_core::mig::MigTable,
     text: &str,
 ) -> Result<Vec<Placed>, String> {
-    if text == "MIG off" {
+    if text == "MIG off" || text == NO_INSTANCE {
         return Ok(Vec::new());
     }
     text.split(", ").map(|t| Placed::parse(table, t)).collect()
@@ -147,7 +160,9 @@ fn placed_of_text(
 pub struct MigTarget {
     /// The GPU.
     pub gpu: u32,
-    /// Its layout, placed (empty: MIG off).
+    /// MIG mode (on with an empty layout: no instance, asked on purpose).
+    pub enabled: bool,
+    /// Its layout, placed (empty: MIG off, or on with no instance).
     pub layout: Layout,
 }
 
@@ -161,12 +176,18 @@ pub struct MigOptions {
     /// Go ahead when waiting tasks would fit no device afterwards (they are
     /// rejected then); without it such a change is refused.
     pub reject_stranded: bool,
+    /// Allow MIG on with no instance (`enable_without_instances`); without
+    /// it such a configuration is refused.
+    #[serde(default)]
+    pub without_instances: bool,
 }
 
 /// One GPU's change, as the engine follows it.
 #[derive(Clone)]
 struct UnderWay {
     target: Layout,
+    /// MIG mode once made (on with an empty target: no instance).
+    enabled: bool,
     /// The layout and mode before, for a rollback.
     old: Layout,
     old_enabled: bool,
@@ -254,7 +275,7 @@ impl Engine {
                     "GPU {}'s MIG layout is already changing ({}) to {}",
                     t.gpu,
                     change.phase,
-                    describe(&change.target)
+                    describe_as(&change.target, change.mig_on)
                 )));
             }
             if options.on_busy == OnBusy::Refuse {
@@ -276,8 +297,10 @@ impl Engine {
                 .collect()
         };
         if !options.reject_stranded {
-            let changes: Vec<(u32, Vec<Placed>)> =
-                targets.iter().map(|t| (t.gpu, placed(&t.layout))).collect();
+            let changes: Vec<(u32, Vec<Placed>, bool)> = targets
+                .iter()
+                .map(|t| (t.gpu, placed(&t.layout), t.enabled))
+                .collect();
             let stranded: Vec<String> = self
                 .core
                 .stranded_by(&changes)
@@ -297,8 +320,15 @@ impl Engine {
         self.mig.timeout_s = options.timeout_s;
         for t in targets {
             let requests = placed(&t.layout);
+            let on_busy = options.on_busy;
             let actions = self
-                .decide(|core| core.begin_mig_change(now, t.gpu, &requests, options.on_busy))
+                .decide(|core| {
+                    if t.enabled && requests.is_empty() {
+                        core.begin_mig_on_without_instances(now, t.gpu, on_busy)
+                    } else {
+                        core.begin_mig_change(now, t.gpu, &requests, on_busy)
+                    }
+                })
                 .map_err(|e| match e {
                     RepartitionError::NoSuchGpu(_) => AgentError::NoSuchDevice(e.to_string()),
                     RepartitionError::NotMigCapable { .. } => {
@@ -380,20 +410,22 @@ impl Engine {
             .into_iter()
             .map(|k| self.core_id(k).to_string())
             .collect();
+        let enabled = self
+            .core
+            .mig_change(gpu)
+            .map_or(!target.is_empty(), |c| c.mig_on);
+        let shown = describe_as(&target, enabled);
         let message = if waits.is_empty() {
-            format!("to {}", describe(&target))
+            format!("to {shown}")
         } else {
-            format!(
-                "to {}; waiting for task(s) {}",
-                describe(&target),
-                waits.join(", ")
-            )
+            format!("to {shown}; waiting for task(s) {}", waits.join(", "))
         };
         log::info!("GPU {gpu}: MIG layout change {message}");
         self.mig.under_way.insert(
             gpu,
             UnderWay {
                 target,
+                enabled,
                 old,
                 old_enabled,
                 began: Instant::now(),
@@ -428,7 +460,7 @@ impl Engine {
         let message = match self.mig.under_way.get_mut(&gpu) {
             Some(u) => {
                 u.drained_at = Some(Instant::now());
-                format!("to {}", describe(&u.target))
+                format!("to {}", describe_as(&u.target, u.enabled))
             }
             None => String::new(),
         };
@@ -527,7 +559,7 @@ impl Engine {
                     let shown: Vec<String> = pids.iter().map(u32::to_string).collect();
                     let message = format!(
                         "to {}; waiting for processes the agent did not start to leave the GPU (pid {})",
-                        describe(&u.target),
+                        describe_as(&u.target, u.enabled),
                         shown.join(", ")
                     );
                     log::warn!("GPU {gpu}: MIG layout change {message}");
@@ -552,7 +584,7 @@ impl Engine {
             .name(format!("mig {gpu}"))
             .spawn(move || {
                 let started = Instant::now();
-                let outcome = maker.make(gpu, !u.target.is_empty(), &u.target);
+                let outcome = maker.make(gpu, u.enabled, &u.target);
                 let restored = outcome
                     .is_err()
                     .then(|| maker.make(gpu, u.old_enabled, &u.old));
@@ -593,11 +625,15 @@ impl Engine {
                 self.layout_applied(gpu, &done, round);
                 self.apply(done.actions.clone(), round);
                 let drain = u.drained_at.map_or(0.0, |d| (d - u.began).as_secs_f64());
-                let message = format!(
+                let mut message = format!(
                     "{} (drain {drain:.3} s, apply {:.3} s)",
-                    describe(&u.target),
+                    describe_as(&u.target, u.enabled),
                     made.took.as_secs_f64()
                 );
+                if u.enabled && u.target.is_empty() {
+                    message
+                        .push_str(": the GPU takes no task until a layout with instances is made");
+                }
                 log::info!("GPU {gpu}: MIG layout is now {message}");
                 self.mig_state(gpu, STABLE, message, round);
                 self.mig.under_way.remove(&gpu);
@@ -611,15 +647,15 @@ impl Engine {
                     .restored
                     .unwrap_or_else(|| Err(Unmade::Failed("no rollback was tried".into())));
                 let message = match &restored {
-                    Ok(()) => format!("{why}; the previous layout ({}) is back", describe(&u.old)),
+                    Ok(()) => format!("{why}; the previous layout ({}) is back", describe_as(&u.old, u.old_enabled)),
                     Err(Unmade::ResetRequired(e) | Unmade::Failed(e)) => format!(
                         "{why}; restoring the previous layout ({}) failed too ({e}): the GPU stays offline",
-                        describe(&u.old)
+                        describe_as(&u.old, u.old_enabled)
                     ),
                 };
                 log::error!(
                     "GPU {gpu}: MIG change to {} failed: {message}",
-                    describe(&u.target)
+                    describe_as(&u.target, u.enabled)
                 );
                 let restored = restored.is_ok();
                 let actions = self
@@ -680,8 +716,14 @@ impl Engine {
             let requests = placed_of_text(table, &target);
             let now = self.time.model_now();
             let begun = requests.map_err(|e| e.to_string()).and_then(|r| {
-                self.decide(|core| core.begin_mig_change(now, gpu, &r, OnBusy::Wait))
-                    .map_err(|e| e.to_string())
+                self.decide(|core| {
+                    if target == NO_INSTANCE {
+                        core.begin_mig_on_without_instances(now, gpu, OnBusy::Wait)
+                    } else {
+                        core.begin_mig_change(now, gpu, &r, OnBusy::Wait)
+                    }
+                })
+                .map_err(|e| e.to_string())
             });
             match begun {
                 Ok(actions) if actions.is_empty() => {
@@ -754,7 +796,10 @@ impl Engine {
     /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
     fn mig_state(&mut self, gpu: u32, state: &str, message: String, round: &mut Round) {
         let (target, old) = match self.mig.under_way.get(&gpu) {
-            Some(u) => (describe(&u.target), describe(&u.old)),
+            Some(u) => (
+                describe_as(&u.target, u.enabled),
+                describe_as(&u.old, u.old_enabled),
+            ),
             None => (String::new(), String::new()),
         };
         let record = serde_json::json!({
