@@ -1,9 +1,13 @@
-//! README.md's "Running the daemon" section, run as a user would type it:
-//! its `gpu-agentd --mock ...` line starts the daemon (on a private bus, a
-//! fresh state directory), then every line of the `gpuctl` block after it
-//! runs in a project directory holding a `train.py`, in order, and must end
-//! with exit status 0, or the one its comment names (`# exit 1: ...`). An
-//! example that stops working as written fails here.
+//! README.md's examples, run as a user would type them. The "Running the
+//! daemon" section: its `gpu-agentd --mock ...` line starts the daemon (on a
+//! private bus, a fresh state directory), then every line of the `gpuctl`
+//! block after it runs in a project directory holding a `train.py`, in
+//! order, and must end with exit status 0, or the one its comment names
+//! (`# exit 1: ...`). The offline examples (the simulator, DVFS, `inspect
+//! --mock`) run the same way without a daemon. An example that stops
+//! working as written fails here. (Left out: `cargo build --release` of
+//! First run, Install's packages and systemd, Real workloads' data outside
+//! the repository, real GPUs, and the benchmarks.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -51,8 +55,8 @@ fn command(line: &str) -> Option<(String, i32)> {
 }
 
 /// `sh -c line` in `dir`, with the built gpuctl and gpu-agentd first on PATH
-/// and the private bus as the session bus.
-fn shell(line: &str, dir: &Path, bus: &PrivateBus) -> Command {
+/// and `bus`, when given, as the session bus.
+fn shell(line: &str, dir: &Path, bus: Option<&PrivateBus>) -> Command {
     let path = format!(
         "{}:{}",
         artefacts().display(),
@@ -62,9 +66,11 @@ fn shell(line: &str, dir: &Path, bus: &PrivateBus) -> Command {
     cmd.args(["-c", line])
         .current_dir(dir)
         .env("PATH", path)
-        .env("DBUS_SESSION_BUS_ADDRESS", bus.address())
         .env("NO_COLOR", "1")
         .env_remove("GPU_AGENT_BUS");
+    if let Some(bus) = bus {
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", bus.address());
+    }
     cmd
 }
 
@@ -105,14 +111,14 @@ fn readme_running_the_daemon_works_as_written() {
     let state = project.path().join("state");
     let bus = PrivateBus::start().expect("a private bus");
     let line = daemon_line.replace("/tmp/ga", state.to_str().unwrap());
-    let daemon = shell(&line, project.path(), &bus)
+    let daemon = shell(&line, project.path(), Some(&bus))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("the README's gpu-agentd line");
     let _stop = Stop(daemon);
     wait_for("the daemon on the bus", Duration::from_secs(20), || {
-        let out = shell("gpuctl --session status", project.path(), &bus)
+        let out = shell("gpuctl --session status", project.path(), Some(&bus))
             .output()
             .ok()?;
         out.status.success().then_some(())
@@ -120,7 +126,7 @@ fn readme_running_the_daemon_works_as_written() {
 
     let mut ran = 0;
     for (line, status) in gpuctl_block.iter().filter_map(|l| command(l)) {
-        let out: Output = shell(&line, project.path(), &bus)
+        let out: Output = shell(&line, project.path(), Some(&bus))
             .env("GPU_AGENT_BUS", "session")
             .output()
             .unwrap();
@@ -138,6 +144,45 @@ fn readme_running_the_daemon_works_as_written() {
     // What the first submit printed is beside train.py, and gpuctl logs has it.
     let output = std::fs::read_to_string(project.path().join("gpu-agent-t1.out")).unwrap();
     assert_eq!(output, "epoch 1: loss 0.5\n");
+}
+
+#[test]
+fn readme_offline_examples_work_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut lines: Vec<(String, i32)> = Vec::new();
+    // The daemon section's blocks after its two (the simulator on its own).
+    for block in blocks_after(&readme, "## Running the daemon")
+        .iter()
+        .skip(2)
+    {
+        lines.extend(block.iter().filter_map(|l| command(l)));
+    }
+    for block in blocks_after(&readme, "## DVFS: profiles and the energy-aware paper") {
+        lines.extend(block.iter().filter_map(|l| command(l)));
+    }
+    // Only the mock's: the others need an NVIDIA GPU.
+    for block in blocks_after(&readme, "## Looking at GPUs") {
+        lines.extend(
+            block
+                .iter()
+                .filter(|l| l.contains("--mock"))
+                .filter_map(|l| command(l)),
+        );
+    }
+    assert!(lines.len() >= 7, "{lines:?}");
+    let work = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(root.join("examples"), work.path().join("examples")).unwrap();
+    for (line, status) in lines {
+        let out = shell(&line, work.path(), None).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(status),
+            "README.md: `{line}` exited {}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
