@@ -319,6 +319,33 @@ fn daemon_submit_refuses_a_directory_the_user_cannot_enter() {
         fs::read_to_string(output).unwrap(),
         format!("{}\n", proj.join("sub").display())
     );
+
+    // A pattern: the name, the user, a %% that stays a % in the file's name
+    // (and in gpuctl task, which reads the stored name as it is).
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        SYSTEM_PATH,
+        "exec \"$GPUCTL\" submit --session --name probe --output '%x-%u-100%%.txt' -- pwd",
+    );
+    let id = submitted(&out);
+    d.wait_state(&id, TaskStatus::Succeeded, FINISH);
+    let file = proj.join(format!("probe-{}-100%.txt", crate::daemon_access::MEMBER));
+    assert!(file.exists(), "{} is missing", file.display());
+    let out = shell_as(
+        &d,
+        who,
+        &proj,
+        SYSTEM_PATH,
+        &format!("exec \"$GPUCTL\" task {id} --session"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("output     {}\n", file.display())),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]

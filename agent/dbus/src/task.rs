@@ -785,13 +785,22 @@ impl TaskInfo {
                 .map(|v| f64::try_from(&**v).map_err(|_| wrong(key)))
                 .transpose()
         };
+        // A task's output and error are the files its patterns named, no
+        // longer patterns (a `%%` made a `%`): read as they are.
+        let files = ["output", "error"];
         let spec_dict: Dict = dict
             .iter()
             .filter(|(k, _)| SPEC_KEYS.iter().any(|(s, _, _)| s == k))
+            .filter(|(k, _)| !files.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), clone(v)))
             .collect();
         let mut spec =
             SubmitSpec::from_dict(&spec_dict).map_err(|e| format!("task dictionary: {e}"))?;
+        for (key, field) in files.into_iter().zip([&mut spec.output, &mut spec.error]) {
+            if let Some(v) = dict.get(key) {
+                *field = <&str>::try_from(&**v).map_err(|_| wrong(key))?.to_string();
+            }
+        }
         if let Some(v) = dict.get("external_id") {
             spec.external_id = <&str>::try_from(&**v)
                 .map_err(|_| wrong("external_id"))?

@@ -215,6 +215,16 @@ fn task_info_round_trips() {
     let d = queued.to_dict();
     assert!(!d.contains_key("started") && d.contains_key("name"));
     assert_eq!(TaskInfo::from_dict(&d).unwrap(), queued);
+    // Its output files as the daemon stored them: no longer patterns.
+    let expanded = TaskInfo {
+        spec: SubmitSpec {
+            output: "/p/100%-t7.out".into(),
+            error: "/p/%q".into(),
+            ..full_spec()
+        },
+        ..queued
+    };
+    assert_eq!(TaskInfo::from_dict(&expanded.to_dict()).unwrap(), expanded);
 }
 
 #[test]
