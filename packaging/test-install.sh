@@ -296,7 +296,7 @@ if grep -q 'plugin skipped' "$work/daemon.log"; then
 fi
 
 step "a task through the installed gpuctl"
-id=$(gpuctl submit --workload 1 --mem 1 --deadline 10m --weight 1 --name pkgtest \
+id=$(gpuctl submit --workload 1 --mem 1 --deadline 10m --weight 1 --name pkgtest --chdir "$work" \
     -- /bin/sh -c 'echo "hello from $GPU_AGENT_TASK_ID"')
 state=
 for _ in $(seq 300); do
@@ -305,7 +305,8 @@ for _ in $(seq 300); do
     sleep 0.1
 done
 [ "$state" = succeeded ] || fail "task $id ended '$state': $(gpuctl task "$id")"
-grep -qx "hello from $id" "$work/state/logs/$id.log" || fail "task $id's output: $(cat "$work/state/logs/$id.log")"
+grep -qx "hello from $id" "$work/gpu-agent-$id.out" || fail "task $id's output: $(cat "$work/gpu-agent-$id.out")"
+[ "$(gpuctl logs "$id")" = "hello from $id" ] || fail "gpuctl logs $id: $(gpuctl logs "$id" 2>&1)"
 echo "task $id succeeded"
 
 step "the installed Slurm prolog and epilog (docs/slurm.md)"
