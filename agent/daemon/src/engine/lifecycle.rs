@@ -156,6 +156,7 @@ impl Engine {
                             clocks_set,
                             cancelled: false,
                             interrupted: None,
+                            overran: false,
                         },
                     );
                     round.effects.push(Effect::Launch(task, runtime));
@@ -166,7 +167,11 @@ impl Engine {
                     }
                 }
                 Action::Overrunning { task, until } => {
-                    if let Some(info) = self.tasks.get(task) {
+                    let first = self
+                        .running
+                        .get_mut(&task)
+                        .is_some_and(|run| !std::mem::replace(&mut run.overran, true));
+                    if let Some(info) = self.tasks.get(task).filter(|_| first) {
                         log::info!(
                             "task {} runs past its expected end; its GPUs' queued tasks go back to the policy",
                             info.id

@@ -419,6 +419,9 @@ struct Running {
     cancelled: bool,
     /// Why it was stopped, if a device of it went offline.
     interrupted: Option<String>,
+    /// Whether it ran past its expected end (said once in the log; the
+    /// core checks it again and again, each time twice as far out).
+    overran: bool,
 }
 
 /// Something to do once the round's changes are stored.
