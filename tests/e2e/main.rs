@@ -14,6 +14,7 @@ mod daemon_access;
 mod daemon_adopt;
 mod daemon_bus;
 mod daemon_crash;
+mod daemon_descriptors;
 mod daemon_dvfs;
 mod daemon_errors;
 mod daemon_exec;

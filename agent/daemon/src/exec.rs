@@ -221,6 +221,27 @@ pub enum ExecError {
     },
 }
 
+impl ExecError {
+    /// Whether it failed for want of file descriptors (`EMFILE`: the
+    /// daemon's limit; `ENFILE`: the system's), which a later try may have.
+    pub fn short_of_descriptors(&self) -> bool {
+        let short = |errno: i32| errno == libc::EMFILE || errno == libc::ENFILE;
+        match self {
+            ExecError::UserLookup { source, .. } | ExecError::Groups { source, .. } => {
+                short(*source as i32)
+            }
+            ExecError::Workdir { source, .. }
+            | ExecError::Output { source, .. }
+            | ExecError::Log { source, .. }
+            | ExecError::Spawn { source, .. } => source.raw_os_error().is_some_and(short),
+            ExecError::EmptyCommand { .. }
+            | ExecError::Environment { .. }
+            | ExecError::NoSuchUser { .. }
+            | ExecError::CannotSwitchUser { .. } => false,
+        }
+    }
+}
+
 /// The credentials the child switches to (only when the daemon is root).
 struct Credentials {
     uid: Uid,
@@ -727,6 +748,28 @@ mod tests {
 
     /// Long enough for any process the tests start to be reported.
     const REPORT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn only_a_want_of_descriptors_is_worth_another_try() {
+        let log = |errno| ExecError::Log {
+            path: "/var/lib/gpu-agent/logs/t1.log".into(),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        assert!(log(libc::EMFILE).short_of_descriptors());
+        assert!(log(libc::ENFILE).short_of_descriptors());
+        assert!(!log(libc::ENOSPC).short_of_descriptors());
+        let spawn = ExecError::Spawn {
+            program: "true".into(),
+            source: io::Error::from_raw_os_error(libc::EMFILE),
+        };
+        assert!(spawn.short_of_descriptors());
+        assert!(ExecError::Groups {
+            user: "ada".into(),
+            source: Errno::EMFILE
+        }
+        .short_of_descriptors());
+        assert!(!ExecError::NoSuchUser { uid: 7 }.short_of_descriptors());
+    }
 
     fn runtime() -> Runtime {
         Builder::new_multi_thread()

@@ -310,7 +310,11 @@ pub async fn serve(
             })
             .collect(),
     );
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return; // never closed
+        };
         let (mut stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
             Err(e) => {
@@ -366,15 +370,25 @@ pub async fn serve(
                 stream.write_all(response.as_bytes()).await?;
                 stream.shutdown().await
             };
-            if let Err(e) = tokio::time::timeout(Duration::from_secs(10), answer)
+            if let Err(e) = tokio::time::timeout(CONNECTION_LIMIT, answer)
                 .await
                 .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
             {
                 log::debug!("metrics: {peer}: {e}");
             }
+            drop(slot);
         });
     }
 }
+
+/// The most `/metrics` connections served at once; the next ones wait in
+/// the listen backlog (the kernel's, no descriptor of the daemon's), so that
+/// a flood of connections cannot use up the daemon's file descriptors.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// How long one `/metrics` connection may take, request to response: an
+/// idle or half-open one is dropped then.
+pub const CONNECTION_LIMIT: Duration = Duration::from_secs(10);
 
 /// Binds `addr` for [`serve`].
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {

@@ -50,12 +50,32 @@ pub(super) enum AtStop {
     End(Option<u32>),
 }
 
+/// Why a run did not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NotStarted {
+    /// Why, for people.
+    pub reason: String,
+    /// For want of file descriptors (`EMFILE`, `ENFILE`): the run may start
+    /// once some are free, so its task waits again rather than fail.
+    pub short_of_descriptors: bool,
+}
+
+impl NotStarted {
+    /// A run that cannot start as it is.
+    pub fn failed(reason: String) -> NotStarted {
+        NotStarted {
+            reason,
+            short_of_descriptors: false,
+        }
+    }
+}
+
 /// One way of running tasks. Each call names a run by its task's core key;
 /// a key is started at most once and released at most once.
 pub(super) trait Executor {
     /// Starts a run. `Err`: why it could not start (nothing runs, nothing
     /// is held). Changes to store right after this round go to `unsaved`.
-    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), String>;
+    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), NotStarted>;
 
     /// Asks the run of `key` to end early, with `grace` between the polite
     /// and the forced end.

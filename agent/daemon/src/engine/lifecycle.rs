@@ -20,6 +20,10 @@ const LOCKED_MEMORY: &str = "locked_memory_clocks";
 /// The ledger's value for the controls an idle lock set.
 const IDLE_LOCK: &str = "lowest clocks while idle";
 
+/// Seconds (wall time) a task whose run could not start for want of file
+/// descriptors holds its devices before it waits again.
+const LAUNCH_RETRY_S: f64 = 1.0;
+
 /// A device's idle clock lock (`idle_clocks = "min"`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct IdleLock {
@@ -640,9 +644,42 @@ impl Engine {
             app: &app,
             runtime,
         };
-        if let Err(reason) = self.exec.of(how).start(start, &mut self.unsaved) {
-            self.deferred.push(Request::LaunchFailed { key, reason });
+        match self.exec.of(how).start(start, &mut self.unsaved) {
+            Ok(()) => {}
+            Err(e) if e.short_of_descriptors && !self.stopping => {
+                // It holds its devices until then, so the retry is paced.
+                log::warn!(
+                    "task {}: {}; it waits again in {} s",
+                    task.id,
+                    e.reason,
+                    LAUNCH_RETRY_S
+                );
+                let at = self.time.model_now() + LAUNCH_RETRY_S * self.time.scale();
+                self.launch_retries.push(at, key);
+            }
+            Err(e) => self.deferred.push(Request::LaunchFailed {
+                key,
+                reason: e.reason,
+            }),
         }
+    }
+
+    /// Puts back in the queue, in its arrival place, a task whose run did not
+    /// start for want of file descriptors (unless it ended meanwhile:
+    /// cancelled, or its device failed).
+    pub(super) fn wait_again(&mut self, key: TaskKey, round: &mut Round) {
+        let Some(run) = self.running.remove(&key) else {
+            return;
+        };
+        let Some(task) = self.tasks.get(key).cloned() else {
+            return;
+        };
+        self.free_devices(&task.devices, &run.energy_at_start, run.clocks_set, round);
+        self.exec.of(run.how).release(key, &task, &mut round.ops);
+        self.requeue(key, round);
+        let now = self.time.model_now();
+        let actions = self.decide(|core| core.handle(now, Input::Requeue { task: key }));
+        self.apply(actions, round);
     }
 
     /// Locks a GPU's clocks at the normalised `clocks` (best effort).

@@ -510,6 +510,9 @@ pub struct Engine {
     /// When running commands are expected to end: each is checked then, and
     /// the core told if it still runs (`Input::Overran`).
     overruns: Agenda<TaskKey>,
+    /// Tasks whose run could not start for want of file descriptors, and
+    /// when they wait again (`Engine::wait_again`).
+    launch_retries: Agenda<TaskKey>,
     /// Changes whose write failed, retried with the next round.
     unsaved: Vec<Op>,
     /// The last request stored before it was carried out whose changes
@@ -578,6 +581,7 @@ impl Engine {
             },
             timers: Agenda::new(),
             overruns: Agenda::new(),
+            launch_retries: Agenda::new(),
             unsaved: Vec::new(),
             intents_through: None,
             stopping: false,
@@ -643,6 +647,7 @@ impl Engine {
                     self.timers.peek().map(|(at, ())| at),
                     self.exec.modelled.next_end(),
                     self.overruns.peek().map(|(at, _)| at),
+                    self.launch_retries.peek().map(|(at, _)| at),
                     self.mig.next_deadline(),
                 ]
                 .into_iter()
@@ -695,6 +700,9 @@ impl Engine {
                     .decide(|core| core.handle(at, gpu_agent_core::Input::Overran { task: key }));
                 self.apply(actions, round);
             }
+        }
+        while let Some((_, key)) = self.launch_retries.pop_due(now) {
+            self.wait_again(key, round);
         }
         let mut timer = false;
         while self.timers.pop_due(now).is_some() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::TaskKey;
 
-use super::executor::{AtStop, Cancelled, Executor, MockLoad, Start};
+use super::executor::{AtStop, Cancelled, Executor, MockLoad, NotStarted, Start};
 use super::Timebase;
 use crate::store::Op;
 use gpu_agent_core::agenda::Agenda;
@@ -64,7 +64,7 @@ impl Modelled {
 }
 
 impl Executor for Modelled {
-    fn start(&mut self, start: Start<'_>, _unsaved: &mut Vec<Op>) -> Result<(), String> {
+    fn start(&mut self, start: Start<'_>, _unsaved: &mut Vec<Op>) -> Result<(), NotStarted> {
         self.ends
             .push(self.time.model_now() + start.runtime, start.key);
         self.live.insert(start.key);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::TaskKey;
 
-use super::executor::{AtStop, Cancelled, Executor, MockLoad, Start};
+use super::executor::{AtStop, Cancelled, Executor, MockLoad, NotStarted, Start};
 use super::Request;
 use crate::exec::{self, Launch, LogSink};
 use crate::layout::{self as targets, Targets};
@@ -68,11 +68,11 @@ fn visible_devices(targets: &Targets, devices: &[u32]) -> Result<Vec<String>, St
 }
 
 impl Executor for Processes {
-    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), String> {
+    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), NotStarted> {
         let Start { key, task, app, .. } = start;
         let visible_devices = visible_devices(&self.targets, &task.devices).map_err(|e| {
             log::warn!("task {}: {e}", task.id);
-            e
+            NotStarted::failed(e)
         })?;
         let launch = Launch {
             task_id: task.id.clone(),
@@ -100,7 +100,10 @@ impl Executor for Processes {
         })
         .map_err(|e| {
             log::warn!("task {}: {e}", task.id);
-            e.to_string()
+            NotStarted {
+                reason: e.to_string(),
+                short_of_descriptors: e.short_of_descriptors(),
+            }
         })?;
         self.pids.insert(key, pid);
         // Stored right after this round, so that a restart after a crash can
