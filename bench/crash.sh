@@ -89,7 +89,7 @@ client() {
     while [ ! -e "$work/stop" ]; do
         i=$((i + 1))
         if id=$(gpuctl submit --session --retry-for 20 --workload 1 --mem 1 --deadline 60 \
-            --weight 1 --name "c$c-$i" -- /bin/sh -c "echo \$GPU_AGENT_TASK_ID >> $work/runs; sleep 0.05" 2>/dev/null); then
+            --weight 1 --name "c$c-$i" --chdir "$work" -- /bin/sh -c "echo \$GPU_AGENT_TASK_ID >> $work/runs; sleep 0.05" 2>/dev/null); then
             echo "$id" >>"$work/ledger"
         fi
     done

@@ -33,6 +33,7 @@ mod daemon_policy;
 mod daemon_reload;
 mod daemon_slow_driver;
 mod daemon_startup;
+mod daemon_state_loss;
 mod daemon_submit;
 mod demo;
 mod dvfs;

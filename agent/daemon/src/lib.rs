@@ -112,6 +112,9 @@ pub struct Options {
     pub plugin_dir: PathBuf,
     /// Whether task output goes to the journal (else to files in the state dir).
     pub journal: bool,
+    /// `--accept-state-loss`: start with a database behind what was
+    /// acknowledged, giving up the tasks it lacks.
+    pub accept_state_loss: bool,
 }
 
 /// Runs the daemon until `stop` resolves, then stops it cleanly.
@@ -143,7 +146,26 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         Some(file) => gpu_agent_sim::input::apps::load(file)?,
         None => AppLibrary::default(),
     };
-    let mut store = Store::open(&cfg.state_dir)?;
+    let mut store = if options.accept_state_loss {
+        let (store, behind) = Store::open_accepting_loss(&cfg.state_dir)?;
+        if let Some(store::StoreError::Behind {
+            path,
+            stored,
+            first_missing,
+            acknowledged,
+        }) = behind
+        {
+            log::warn!(
+                "--accept-state-loss: tasks t{first_missing} to t{acknowledged} were acknowledged \
+                 and are not in {} (it holds tasks up to t{stored}); they are given up, and \
+                 their ids are not issued again",
+                path.display()
+            );
+        }
+        store
+    } else {
+        Store::open(&cfg.state_dir)?
+    };
     let n_gpus = gpus.len() as u32;
     let mut changing = std::collections::BTreeSet::new();
     for gpu in 0..n_gpus {

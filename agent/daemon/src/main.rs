@@ -46,6 +46,12 @@ struct Args {
     /// Start with this policy (otherwise: the last one set, the configured one, fifo).
     #[arg(long, value_name = "NAME")]
     policy: Option<String>,
+    /// Start even when the state database lacks tasks that were acknowledged
+    /// (it was emptied, replaced or cut short): they are given up, named in
+    /// the log, and their ids never issued again. Without it such a start is
+    /// refused, naming what is missing.
+    #[arg(long)]
+    accept_state_loss: bool,
     /// Print the manual page gpu-agentd(8) and exit (for packaging).
     #[arg(long, hide = true, exclusive = true)]
     manpage: bool,
@@ -69,7 +75,9 @@ const MANUAL: &[Section] = &[
                  controls to restore; lock keeps a second daemon away. The output of a task \
                  submitted without an output file (gpuctl always names one) goes to logs/ID.log \
                  here outside systemd; under systemd every task's output goes to the journal, \
-                 with the field TASK_ID.",
+                 with the field TASK_ID. acknowledged holds the highest task id stored, so that \
+                 a database found behind it (emptied, replaced, its last writes lost) is refused \
+                 at start, unless --accept-state-loss.",
             ),
             (
                 "/usr/lib/gpu-agent/plugins/",
@@ -252,6 +260,7 @@ fn run(args: Args, journal: bool) -> Result<()> {
         policy: args.policy,
         plugin_dir,
         journal,
+        accept_state_loss: args.accept_state_loss,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -172,14 +172,29 @@ async fn check_workdir(uid: u32, dir: &str) -> Result<(), AgentError> {
         .map_err(|e| AgentError::Failed(format!("cannot check the working directory: {e}")))?;
     match checked {
         Ok(()) => Ok(()),
-        Err(e @ crate::exec::ExecError::Workdir { .. }) => {
-            Err(AgentError::InvalidArgument(format!("key \"workdir\": {e}")))
-        }
+        Err(e @ crate::exec::ExecError::Workdir { .. }) => Err(AgentError::InvalidArgument(
+            format!("key \"workdir\": {e}{}", private_tmp_hint(&e)),
+        )),
         // A daemon that cannot run the caller's commands refuses them anyway.
         Err(crate::exec::ExecError::CannotSwitchUser { .. }) => Ok(()),
         Err(e) => Err(AgentError::Failed(format!(
             "cannot check the working directory: {e}"
         ))),
+    }
+}
+
+/// For a working directory under `/tmp` or `/var/tmp` that does not exist
+/// here: the likely reason, the unit's private temporary directories.
+fn private_tmp_hint(error: &crate::exec::ExecError) -> &'static str {
+    match error {
+        crate::exec::ExecError::Workdir { path, source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound
+                && (path.starts_with("/tmp") || path.starts_with("/var/tmp")) =>
+        {
+            " (under systemd, gpu-agentd and its tasks have a /tmp and /var/tmp of their own, \
+             PrivateTmp=yes in gpu-agent.service: submit from another directory)"
+        }
+        _ => "",
     }
 }
 
@@ -766,5 +781,40 @@ impl DeviceObject {
     #[zbus(property(emits_changed_signal = "const"))]
     async fn mig_placement(&self) -> (u32, u32) {
         self.status.mig_placement
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::private_tmp_hint;
+    use crate::exec::ExecError;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_missing_directory_under_tmp_names_the_private_tmp() {
+        let workdir = |path: &str, kind: ErrorKind| ExecError::Workdir {
+            path: path.into(),
+            user: "alice".into(),
+            source: Error::from(kind),
+        };
+        assert!(
+            private_tmp_hint(&workdir("/tmp/proj", ErrorKind::NotFound)).contains("PrivateTmp=yes")
+        );
+        assert!(
+            private_tmp_hint(&workdir("/var/tmp/p", ErrorKind::NotFound))
+                .contains("PrivateTmp=yes")
+        );
+        assert_eq!(
+            private_tmp_hint(&workdir("/tmp/proj", ErrorKind::PermissionDenied)),
+            ""
+        );
+        assert_eq!(
+            private_tmp_hint(&workdir("/tmpfs/proj", ErrorKind::NotFound)),
+            ""
+        );
+        assert_eq!(
+            private_tmp_hint(&workdir("/home/a", ErrorKind::NotFound)),
+            ""
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! changed, in one or two batches, syncs once (a group commit), then answers
 //! them. [`Store::commit`] is a batch and a sync.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -20,6 +21,11 @@ use gpu_agent_dbus::{TaskInfo, TaskStatus};
 pub const DB_FILE: &str = "state.db";
 /// The lock file that keeps a second daemon off the same state.
 pub const LOCK_FILE: &str = "lock";
+/// Beside the database, the number of the highest task id it acknowledged
+/// (`t<N>`), written after each sync that stored a new task: a database
+/// emptied, replaced or missing its last writes is found behind it at the
+/// next open (see [`Store::open`]).
+pub const ACKNOWLEDGED_FILE: &str = "acknowledged";
 /// How long opening waits for the lock before calling the directory taken.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -36,7 +42,7 @@ pub enum StoreError {
     },
     /// SQLite refused a read or write.
     #[error("state database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     /// The written batches cannot be made durable.
     #[error("cannot sync the state database's WAL file {path}: {source}")]
     Sync {
@@ -45,6 +51,30 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
+    /// The database holds fewer tasks than were acknowledged.
+    #[error(
+        "the state database {path} holds tasks up to t{stored} only, but tasks up to t{acknowledged} \
+         were acknowledged ({ACKNOWLEDGED_FILE} beside it): t{first_missing} to t{acknowledged} are \
+         missing, the database having been emptied, replaced or cut short (its -wal file lost or \
+         torn). Restore it from a backup, or start once with --accept-state-loss to go on without \
+         them"
+    )]
+    Behind {
+        /// The database file.
+        path: PathBuf,
+        /// The highest task number it holds (0: none).
+        stored: u64,
+        /// The first task number it lacks.
+        first_missing: u64,
+        /// The highest task number acknowledged.
+        acknowledged: u64,
+    },
+    /// SQLite found the database damaged, or a value in it unreadable.
+    #[error(
+        "the state database is damaged: {0}. Restore it from a backup, or move it aside (with its \
+         -wal and -shm files) and start with --accept-state-loss to begin empty"
+    )]
+    Damaged(rusqlite::Error),
     /// A row cannot be read back.
     #[error("state database: task {id}: {what}")]
     Corrupt {
@@ -53,6 +83,26 @@ pub enum StoreError {
         /// What is wrong.
         what: String,
     },
+}
+
+impl From<rusqlite::Error> for StoreError {
+    /// A damaged file, or a value that cannot be what was written
+    /// (`invalid utf-8 sequence`), is [`StoreError::Damaged`].
+    fn from(e: rusqlite::Error) -> StoreError {
+        use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        let damaged = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => {
+                matches!(f.code, DatabaseCorrupt | NotADatabase)
+            }
+            rusqlite::Error::Utf8Error(..) | rusqlite::Error::FromSqlConversionFailure(..) => true,
+            _ => false,
+        };
+        if damaged {
+            StoreError::Damaged(e)
+        } else {
+            StoreError::Sql(e)
+        }
+    }
 }
 
 /// A GPU control the daemon changed and must restore.
@@ -109,6 +159,9 @@ impl Op {
     }
 }
 
+/// `meta` key: the highest task number given up with `--accept-state-loss`.
+const GIVEN_UP_KEY: &str = "tasks_given_up_through";
+
 /// The state store.
 pub struct Store {
     conn: Connection,
@@ -119,13 +172,34 @@ pub struct Store {
     wal: Option<std::fs::File>,
     /// Whether batches were written since the last sync.
     unsynced: bool,
+    /// The highest task number written, and the one [`ACKNOWLEDGED_FILE`]
+    /// holds.
+    written: u64,
+    acknowledged: u64,
+    /// [`ACKNOWLEDGED_FILE`], open.
+    marker: std::fs::File,
     /// Held while the store is open.
     _lock: Flock<std::fs::File>,
 }
 
 impl Store {
-    /// Opens (creating if needed) the database in `dir`.
+    /// Opens (creating if needed) the database in `dir`; refuses one behind
+    /// what was acknowledged ([`StoreError::Behind`]: it lacks the last
+    /// tasks [`ACKNOWLEDGED_FILE`] says were stored) and one SQLite finds
+    /// damaged ([`StoreError::Damaged`]).
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with(dir, false).map(|(store, _)| store)
+    }
+
+    /// [`Store::open`], going on with a database behind what was
+    /// acknowledged (`--accept-state-loss`): the acknowledgement is lowered
+    /// to what it holds, and the error it would have been is returned
+    /// beside it.
+    pub fn open_accepting_loss(dir: &Path) -> Result<(Store, Option<StoreError>), StoreError> {
+        Store::open_with(dir, true)
+    }
+
+    fn open_with(dir: &Path, accept_loss: bool) -> Result<(Store, Option<StoreError>), StoreError> {
         let path = dir.join(DB_FILE);
         let fail = |reason: String| StoreError::Open {
             path: path.clone(),
@@ -133,6 +207,11 @@ impl Store {
         };
         std::fs::create_dir_all(dir)
             .map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        // A damaged file is named so; other refusals say what was tried.
+        let sql = |e: rusqlite::Error| match StoreError::from(e) {
+            StoreError::Sql(e) => fail(e.to_string()),
+            other => other,
+        };
         let lock_path = dir.join(LOCK_FILE);
         let lock_file = std::fs::OpenOptions::new()
             .create(true)
@@ -164,15 +243,15 @@ impl Store {
                 }
             }
         };
-        let conn = Connection::open(&path).map_err(|e| fail(e.to_string()))?;
+        let conn = Connection::open(&path).map_err(sql)?;
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| fail(format!("cannot enable WAL: {e}")))?;
+            .map_err(sql)?;
         // A commit writes the WAL without syncing it; `sync` does, once for
         // as many commits as came before it.
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(sql)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS tasks (
                  seq INTEGER PRIMARY KEY,
@@ -199,7 +278,7 @@ impl Store {
              CREATE TABLE IF NOT EXISTS processes (task TEXT PRIMARY KEY, pgid INTEGER NOT NULL);
              CREATE TABLE IF NOT EXISTS intents (seq INTEGER PRIMARY KEY, request TEXT NOT NULL);",
         )
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(sql)?;
         // Added after the first release: a task's clocks (JSON), for stores
         // made before it.
         let has_clocks: bool = conn
@@ -208,22 +287,94 @@ impl Store {
                 [],
                 |r| r.get(0),
             )
-            .map_err(|e| fail(e.to_string()))?;
+            .map_err(sql)?;
         if !has_clocks {
             conn.execute_batch("ALTER TABLE tasks ADD COLUMN clocks TEXT")
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(sql)?;
         }
         let max: Option<i64> = conn
             .query_row("SELECT MAX(seq) FROM tasks", [], |r| r.get(0))
-            .map_err(|e| fail(e.to_string()))?;
-        Ok(Store {
+            .map_err(sql)?;
+        // Task numbers given up with --accept-state-loss count as stored:
+        // they are never issued again.
+        let given_up: u64 = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [GIVEN_UP_KEY],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(sql)?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let stored = max.map_or(0, |m| m as u64).max(given_up);
+        let marker_path = dir.join(ACKNOWLEDGED_FILE);
+        let marker = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&marker_path)
+            .map_err(|e| fail(format!("cannot open {}: {e}", marker_path.display())))?;
+        let mut text = String::new();
+        (&marker)
+            .read_to_string(&mut text)
+            .map_err(|e| fail(format!("cannot read {}: {e}", marker_path.display())))?;
+        let acknowledged = match text.trim() {
+            "" => 0,
+            n => n.parse().unwrap_or_else(|_| {
+                log::warn!(
+                    "{} is unreadable ({text:?}); taking the database as it is",
+                    marker_path.display()
+                );
+                0
+            }),
+        };
+        let mut behind = None;
+        if stored < acknowledged {
+            let error = StoreError::Behind {
+                path: path.clone(),
+                stored,
+                first_missing: stored + 1,
+                acknowledged,
+            };
+            if !accept_loss {
+                return Err(error);
+            }
+            behind = Some(error);
+        }
+        let mut store = Store {
             conn,
-            next_seq: max.map_or(1, |m| m as u64 + 1),
-            path,
+            next_seq: stored.max(acknowledged) + 1,
+            path: path.clone(),
             wal: None,
             unsynced: false,
+            written: stored,
+            acknowledged,
+            marker,
             _lock: lock,
-        })
+        };
+        if behind.is_some() {
+            store.commit(&[Op::SetMeta(GIVEN_UP_KEY.into(), acknowledged.to_string())])?;
+            store.written = acknowledged;
+        } else if store.acknowledged != store.written {
+            store
+                .acknowledge()
+                .map_err(|e| fail(format!("cannot write {}: {e}", marker_path.display())))?;
+        }
+        Ok((store, behind))
+    }
+
+    /// Writes the highest task number written to [`ACKNOWLEDGED_FILE`]: one
+    /// write in place, not synced. It survives the daemon's death as the
+    /// database does; a power loss may leave it behind the database (synced
+    /// before it), never ahead.
+    fn acknowledge(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.marker
+            .write_all_at(format!("{:>20}\n", self.written).as_bytes(), 0)?;
+        self.acknowledged = self.written;
+        Ok(())
     }
 
     /// How many tasks are stored.
@@ -447,6 +598,16 @@ impl Store {
             wal.sync_data().map_err(fail)?;
         }
         self.unsynced = false;
+        if self.written > self.acknowledged {
+            if let Err(e) = self.acknowledge() {
+                // The database has the tasks; only the check of the next
+                // start is weaker.
+                log::warn!(
+                    "cannot write {ACKNOWLEDGED_FILE} beside {}: {e}",
+                    self.path.display()
+                );
+            }
+        }
         Ok(())
     }
 
@@ -458,6 +619,7 @@ impl Store {
             return Ok(());
         }
         let tx = self.conn.transaction()?;
+        let mut highest = 0;
         {
             // A changed task is updated without its spec, which never
             // changes (nor is serialised again); a new one is inserted.
@@ -499,6 +661,7 @@ impl Store {
                                     id: t.id.clone(),
                                     what: "not an id this store issued".into(),
                                 })?;
+                        highest = highest.max(seq);
                         insert.execute(params![
                             seq,
                             t.id,
@@ -552,6 +715,7 @@ impl Store {
         }
         tx.commit()?;
         self.unsynced = true;
+        self.written = self.written.max(highest as u64);
         Ok(())
     }
 }
@@ -618,6 +782,111 @@ mod tests {
             spec: SubmitSpec::new(1.0, 2.0, 3.0, 4.0),
             clocks: None,
         }
+    }
+
+    /// A store in a new directory with tasks t1 to t3 acknowledged (synced),
+    /// then closed.
+    fn three_acknowledged() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        for _ in 0..3 {
+            let id = store.next_id();
+            store
+                .commit(&[Op::put(task(&id, TaskStatus::Queued))])
+                .unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn an_emptied_database_is_refused_naming_the_tasks_it_lacks() {
+        let dir = three_acknowledged();
+        let db = dir.path().join(DB_FILE);
+        // A 0-byte file, its WAL gone: SQLite would open it as a new store.
+        std::fs::write(&db, b"").unwrap();
+        for wal in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{wal}", db.display()));
+        }
+        let err = Store::open(dir.path()).err().expect("refused");
+        assert!(matches!(
+            err,
+            StoreError::Behind {
+                stored: 0,
+                first_missing: 1,
+                acknowledged: 3,
+                ..
+            }
+        ));
+        assert!(
+            err.to_string().starts_with(&format!(
+                "the state database {} holds tasks up to t0 only, but tasks up to t3 were \
+                 acknowledged (acknowledged beside it): t1 to t3 are missing",
+                db.display()
+            )),
+            "{err}"
+        );
+        // Refused again, until the loss is accepted; then the ids lost are
+        // never issued again, and later starts take the store as it is.
+        assert!(Store::open(dir.path()).is_err());
+        let (mut store, behind) = Store::open_accepting_loss(dir.path()).unwrap();
+        assert!(behind.is_some());
+        assert_eq!(store.next_id(), "t4");
+        drop(store);
+        let mut store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.next_id(), "t4");
+    }
+
+    #[test]
+    fn a_database_missing_its_last_writes_is_refused() {
+        let dir = three_acknowledged();
+        // t3's row lost, as a torn WAL loses the last commits.
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.execute("DELETE FROM tasks WHERE id = 't3'", [])
+            .unwrap();
+        drop(conn);
+        let err = Store::open(dir.path()).err().expect("refused");
+        assert!(
+            err.to_string()
+                .contains("holds tasks up to t2 only, but tasks up to t3 were acknowledged"),
+            "{err}"
+        );
+        // Pruning older tasks is no loss of what was acknowledged last.
+        let dir = three_acknowledged();
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.execute("DELETE FROM tasks WHERE id = 't1'", [])
+            .unwrap();
+        drop(conn);
+        Store::open(dir.path()).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_database_is_named_damaged() {
+        let dir = three_acknowledged();
+        let db = dir.path().join(DB_FILE);
+        // Let SQLite move the WAL into the file, then flip its header.
+        let conn = Connection::open(&db).unwrap();
+        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+            .unwrap();
+        drop(conn);
+        let mut bytes = std::fs::read(&db).unwrap();
+        for b in &mut bytes[..16] {
+            *b ^= 0xff;
+        }
+        std::fs::write(&db, bytes).unwrap();
+        let err = Store::open(dir.path()).err().expect("refused").to_string();
+        assert!(err.starts_with("the state database is damaged: "), "{err}");
+        // A value that is not what was written (here, not UTF-8) too.
+        let dir = three_acknowledged();
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.execute(
+            "UPDATE tasks SET reason = CAST(X'ff00' AS TEXT) WHERE id = 't2'",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let store = Store::open(dir.path()).unwrap();
+        let err = store.live_tasks().expect_err("unreadable").to_string();
+        assert!(err.starts_with("the state database is damaged: "), "{err}");
     }
 
     #[test]
