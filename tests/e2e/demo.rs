@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{artefacts, write};
+use crate::harness::{artefacts, gpuctl, success, write};
 
 const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.0\n\n\
                     [[gpu]]\nmodel = \"T4\"\nspeed = 0.25\n";
@@ -40,9 +40,15 @@ impl Demo {
         let work = tempfile::tempdir().expect("temp dir");
         let host = write(work.path(), "host.toml", HOST);
         let trace = write(work.path(), "trace.csv", &trace());
+        let args = ["--host", &host, "--trace", &trace, "--seconds", seconds];
+        Demo::spawn(work, &[&args[..], &["--json"]].concat())
+    }
+
+    /// `gpuctl demo ARGS`, keeping `work` until the demo is dropped.
+    fn spawn(work: tempfile::TempDir, args: &[&str]) -> Demo {
         let child = Command::new(artefacts().join("gpuctl"))
-            .args(["demo", "--host", &host, "--trace", &trace])
-            .args(["--seconds", seconds, "--json"])
+            .arg("demo")
+            .args(args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -179,6 +185,55 @@ fn demo_runs_the_workload_through_the_daemon_and_leaves_nothing_behind() {
     let makespan = metrics["makespan"].as_f64().expect("makespan");
     assert!(makespan > 0.0, "{metrics}");
     assert!(err.contains("20 tasks"), "{err}");
+}
+
+/// The values of metric `name` in a metrics table (a column per policy).
+fn table_row(table: &str, name: &str) -> Vec<String> {
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} row in\n{table}"));
+    line.split_whitespace()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn demo_simulated_column_has_the_energy_baseline_of_gpuctl_simulate() {
+    // The bundled workload, on which edl saves energy.
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let host = examples.join("host.toml");
+    let trace = examples.join("workload.csv");
+    let (host, trace) = (host.to_str().unwrap(), trace.to_str().unwrap());
+    let work = tempfile::tempdir().expect("temp dir");
+    let args = ["--host", host, "--trace", trace, "--seconds", "3"];
+    let mut demo = Demo::spawn(work, &[&args[..], &["--policy", "edl"]].concat());
+    let status = demo.wait(Duration::from_secs(120));
+    let (table, err) = demo.output();
+    assert!(status.success(), "gpuctl demo failed: {status}\n{err}");
+    let out = gpuctl(&[
+        "simulate", "--host", host, "--trace", trace, "--policy", "edl", "--json",
+    ]);
+    let simulated: serde_json::Value = serde_json::from_str(&success(&out)).expect("JSON");
+    let value = |name: &str| simulated[name].as_f64().expect(name);
+    assert_eq!(format!("{:.4}", value("energy_saving")), "0.1981");
+    // Columns: edl (daemon), edl (simulated); the simulated one is simulate's.
+    for (name, decimals) in [
+        ("energy_j", 1),
+        ("energy_baseline_j", 1),
+        ("energy_saving", 4),
+    ] {
+        assert_eq!(
+            table_row(&table, name)[1],
+            format!("{:.*}", decimals, value(name)),
+            "{name}:\n{table}"
+        );
+    }
+    // The daemon, which re-evaluates its tasks at default clocks, sees a
+    // saving too.
+    let daemon_saving: f64 = table_row(&table, "energy_saving")[0].parse().unwrap();
+    assert!(daemon_saving > 0.05, "{table}");
 }
 
 #[test]

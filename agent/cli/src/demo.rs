@@ -41,7 +41,9 @@ const LOG_TAIL_LINES: usize = 25;
 /// --host, state in a temporary directory, policy --policy), submits every
 /// task of --trace through D-Bus at its arrival time, shows a progress bar,
 /// and prints the daemon's metrics (formats.md §4) next to what the offline
-/// simulator predicts for the same trace and policy.
+/// simulator predicts for the same trace and policy (`gpuctl simulate`'s
+/// numbers, its energy_baseline_j and energy_saving included: the no-DVFS
+/// baseline is a replay at default clocks, formats.md §4).
 ///
 /// Model time runs faster than the wall clock, at the rate that fits the
 /// simulated makespan into --seconds: the bundled workload (200 tasks, about
@@ -176,8 +178,22 @@ fn plan(args: &Args) -> Result<Plan> {
     for failure in &registry.failures {
         log::warn!("skipping plugin {failure}");
     }
-    let policy = registry.find(&args.policy)?.instantiate(&[])?;
-    let simulated = sim::simulate(&host, &trace, policy, |_| {})?.metrics;
+    let plugin = registry.find(&args.policy)?;
+    let mut simulated = sim::simulate(&host, &trace, plugin.instantiate(&[])?, |_| {})?;
+    let faults = sim::set_dvfs_baseline(
+        &host,
+        &trace,
+        &mut simulated,
+        || plugin.instantiate(&[]).map_err(anyhow::Error::from),
+        &sim::Options::default(),
+    )?;
+    for fault in &faults {
+        log::warn!(
+            "{}: its simulated run without DVFS had a policy fault: {fault}",
+            args.policy
+        );
+    }
+    let simulated = simulated.metrics;
     let scale = if simulated.makespan > 0.0 {
         simulated.makespan / args.seconds
     } else {

@@ -515,23 +515,18 @@ fn replay(
         }
         bar.finish_and_clear();
         let mut outcome = median_run(runs);
-        if outcome.dvfs {
-            let base = sim::simulate_without_dvfs(
-                host,
-                trace,
-                plugin.instantiate(&params)?,
-                &sim::Options {
-                    schedule: false,
-                    ..options
-                },
-            )?;
-            for fault in &base.faults {
-                log::warn!(
-                    "{}: its run without DVFS had a policy fault: {fault}",
-                    plugin.name()
-                );
-            }
-            outcome.metrics.set_baseline(base.metrics.energy_j);
+        let faults = sim::set_dvfs_baseline(
+            host,
+            trace,
+            &mut outcome,
+            || plugin.instantiate(&params).map_err(anyhow::Error::from),
+            &options,
+        )?;
+        for fault in &faults {
+            log::warn!(
+                "{}: its run without DVFS had a policy fault: {fault}",
+                plugin.name()
+            );
         }
         outcomes.push(outcome);
     }

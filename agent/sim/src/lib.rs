@@ -5,7 +5,7 @@
 //! - [`input`]: the file readers (formats.md §1, §2, §6), errors naming
 //!   file, line and field;
 //! - [`replay`]: the simulator ([`simulate`], [`simulate_with`] its [`Options`],
-//!   and [`simulate_without_dvfs`] for the no-DVFS baseline; [`MigChange`]s a
+//!   and [`set_dvfs_baseline`] for the no-DVFS baseline; [`MigChange`]s a
 //!   policy made);
 //! - [`schedule`]: the schedule CSV (formats.md §3);
 //! - [`import`]: Alibaba's GPU trace and the SOS workload as a host and a trace;
@@ -24,6 +24,6 @@ mod stopwatch;
 pub mod stream;
 
 pub use replay::{
-    simulate, simulate_stream, simulate_with, simulate_without_dvfs, MigChange, Options, Outcome,
+    set_dvfs_baseline, simulate, simulate_stream, simulate_with, MigChange, Options, Outcome,
     SchedulingTime, SimError,
 };

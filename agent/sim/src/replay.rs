@@ -216,18 +216,33 @@ pub fn simulate_stream(
     }
 }
 
-/// The no-DVFS baseline of a policy (its energy is a run's
-/// `energy_baseline_j`): `trace` replayed under a fresh `policy` whose
-/// devices accept their default clocks only ([`Core::at_default_clocks`]), so
-/// that a DVFS policy keeping to its devices' clock ranges runs its own rules
-/// without DVFS.
-pub fn simulate_without_dvfs(
+/// Sets `outcome`'s no-DVFS baseline, the one definition of
+/// `energy_baseline_j` and `energy_saving` (formats.md §4) that every
+/// simulated column uses: when a task of `outcome` ran at other than default
+/// clocks, `trace` is replayed under a fresh policy (`fresh`, with the run's
+/// parameters) whose devices accept their default clocks only
+/// ([`Core::at_default_clocks`]), so that a DVFS policy keeping to its
+/// devices' clock ranges runs its own rules without DVFS, and that replay's
+/// energy is the baseline; otherwise the run is its own baseline. Returns the
+/// baseline replay's policy faults.
+pub fn set_dvfs_baseline<E: From<SimError>>(
     host: &Host,
     trace: &Trace,
-    policy: PolicyInstance,
+    outcome: &mut Outcome,
+    fresh: impl FnOnce() -> Result<PolicyInstance, E>,
     options: &Options,
-) -> Result<Outcome, SimError> {
-    replay(host, InOrder::new(trace), policy, true, options, |_| {}).map_err(Stop::sim)
+) -> Result<Vec<String>, E> {
+    if !outcome.dvfs {
+        return Ok(Vec::new());
+    }
+    let options = Options {
+        schedule: false,
+        ..*options
+    };
+    let base =
+        replay(host, InOrder::new(trace), fresh()?, true, &options, |_| {}).map_err(Stop::sim)?;
+    outcome.metrics.set_baseline(base.metrics.energy_j);
+    Ok(base.faults)
 }
 
 /// Why a replay stopped short.
