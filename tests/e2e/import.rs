@@ -236,3 +236,109 @@ fn sos_workload_becomes_ten_thousand_tasks_on_five_devices_and_simulates() {
     assert_eq!(metrics["tasks"], 10000);
     assert_eq!(metrics["rejected"], serde_json::json!([]));
 }
+
+/// `gpuctl simulate --gantt` under greedy-eft: the SVG, and the number of
+/// rows of the schedule (a task's row per device it ran on).
+fn gantt(host: &str, trace: &str) -> (String, usize) {
+    let plugins = plugin_dir(&[GREEDY_EFT]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (svg, schedule) = (at("gantt.svg"), at("schedule.csv"));
+    success(&gpuctl(&[
+        "simulate",
+        "--host",
+        host,
+        "--trace",
+        trace,
+        "--policy",
+        "greedy-eft",
+        "--gantt",
+        &svg,
+        "--schedule",
+        &schedule,
+        "--plugin-dir",
+        plugins.path().to_str().unwrap(),
+    ]));
+    let rows = std::fs::read_to_string(&schedule).unwrap().lines().count() - 1;
+    (std::fs::read_to_string(&svg).unwrap(), rows)
+}
+
+/// The Gantt's task bars (in the on-time or the late colour) wider than 0.
+fn visible_bars(svg: &str) -> usize {
+    svg.lines()
+        .filter(|l| {
+            l.starts_with("<rect")
+                && (l.contains("fill=\"#4682B4\"") || l.contains("fill=\"#D64541\""))
+        })
+        .filter(|l| {
+            let width = l
+                .split(" width=\"")
+                .nth(1)
+                .and_then(|w| w.split('"').next());
+            width.and_then(|w| w.parse::<f64>().ok()).expect("a width") > 0.0
+        })
+        .count()
+}
+
+#[test]
+fn gantt_of_the_sos_workload_has_a_visible_bar_per_task() {
+    let Some(jobs) = shared(SOS) else {
+        return;
+    };
+    let (_dir, host, trace) = outputs();
+    success(&gpuctl(&[
+        "trace",
+        "import",
+        "sos",
+        &jobs,
+        "--out-host",
+        &host,
+        "--out-trace",
+        &trace,
+    ]));
+    let (svg, rows) = gantt(&host, &trace);
+    assert_eq!(rows, 10_000);
+    assert_eq!(visible_bars(&svg), 10_000);
+    // 34.3 hours of model time read in hours, with whole-number labels.
+    assert!(svg.contains(">\ntime (h)\n<"), "{svg}");
+    assert!(svg.contains(">\n30\n<") && !svg.contains(">\n30.0\n<"));
+    assert!(svg.contains("makespan 34.31 h"));
+    assert!(svg.contains(">\nEvery task has a bar: 9509 bars shorter than 1 px drawn 1 px wide; 5 lanes split into up to 11 rows where bars would touch at this scale.\n<"));
+}
+
+#[test]
+fn gantt_of_a_thousand_alibaba_tasks_has_a_visible_bar_per_task_and_device() {
+    let (Some(pods), Some(nodes)) = (shared(PODS), shared(NODES)) else {
+        return;
+    };
+    let (_dir, host, trace) = outputs();
+    success(&gpuctl(&[
+        "trace",
+        "import",
+        "alibaba-v2023",
+        &pods,
+        "--nodes",
+        &nodes,
+        "--gpus",
+        "32",
+        "--from",
+        "11600000",
+        "--limit",
+        "1000",
+        "--out-host",
+        &host,
+        "--out-trace",
+        &trace,
+    ]));
+    let (svg, rows) = gantt(&host, &trace);
+    // 1000 tasks, some of them on several GPUs: a bar per task and device.
+    let gpus: usize = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(6).unwrap().parse::<usize>().unwrap())
+        .sum();
+    assert_eq!((rows, gpus), (1062, 1062));
+    assert_eq!(visible_bars(&svg), 1062);
+    assert!(svg.contains(">\ntime (h)\n<"), "{svg}");
+}

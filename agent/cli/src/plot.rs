@@ -25,9 +25,27 @@ const POLICY_COLOURS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// Width of the Gantt chart, pixels.
+const GANTT_WIDTH: u32 = 1400;
+/// Left of the Gantt's plotting area: its margin and the device labels, pixels.
+const GANTT_LEFT: u32 = 12 + 170;
+/// The narrowest bar a task gets, and the gap after it in its row, pixels.
+const MIN_BAR: i32 = 1;
+const BAR_GAP: i32 = 1;
+/// Height of a row of bars in a lane split into rows, pixels.
+const ROW_HEIGHT: u32 = 6;
+/// Height of a lane of one row, pixels.
+const LANE_HEIGHT: u32 = 28;
+
 /// Draws `rows` (one policy's schedule on `host`) as a Gantt chart: a lane per
-/// device, a bar per task labelled with its id where it fits, red when the
-/// task ended after its deadline (`deadlines` by task id).
+/// device, a bar per task and device labelled with its id where it fits, red
+/// when the task ended after its deadline (`deadlines` by task id).
+///
+/// Every task keeps a visible bar: one shorter than a pixel is drawn
+/// [`MIN_BAR`] wide, and where bars would touch or overlap at the chart's
+/// scale the device's lane is split into rows (each bar in the first row
+/// free at its start), so a trace with more tasks than pixels stays readable;
+/// a note under the chart says so. The time axis is in s, min or h.
 pub fn gantt(
     path: &Path,
     metrics: &Metrics,
@@ -35,12 +53,97 @@ pub fn gantt(
     rows: &[ScheduleRow],
     deadlines: &HashMap<&str, f64>,
 ) -> Result<()> {
-    let lanes = host.devices.len();
-    let height = 110 + 28 * lanes.max(6) as u32;
-    let root = SVGBackend::new(path, (1400, height)).into_drawing_area();
-    draw_gantt(&root, metrics, host, rows, deadlines)
+    let lanes = host.devices.len().max(1);
+    let end = rows.iter().map(|r| r.end).fold(0.0, f64::max).max(1e-9);
+    // The plotting area spans the width less the labels and the right margin.
+    let span_px = f64::from(GANTT_WIDTH - GANTT_LEFT - 12);
+    let to_px = |t: f64| (t / (end * 1.01) * span_px).floor() as i32;
+    let packed = pack(rows, to_px);
+    let most = packed
+        .rows_per_gpu
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let lane_px = LANE_HEIGHT.max(most * ROW_HEIGHT * 100 / 76 + 1);
+    let height = 134 + lane_px * lanes.max(6) as u32;
+    let root = SVGBackend::new(path, (GANTT_WIDTH, height)).into_drawing_area();
+    draw_gantt(&root, metrics, host, rows, deadlines, end, &packed)
         .and_then(|()| root.present().map_err(|e| anyhow::anyhow!("{e}")))
         .with_context(|| format!("cannot draw {}", path.display()))
+}
+
+/// The bars of a Gantt chart laid out in pixels.
+struct Packed {
+    /// Per schedule row: its bar's row in its device's lane, and its left
+    /// and right edges in pixels from the plotting area's left.
+    bars: Vec<(u32, i32, i32)>,
+    /// Rows in each device's lane (by device index).
+    rows_per_gpu: Vec<u32>,
+    /// Bars widened to [`MIN_BAR`].
+    widened: usize,
+}
+
+/// Lays `rows` out: each bar at least [`MIN_BAR`] wide and [`BAR_GAP`] clear
+/// of the next in its row, in the first row of its device's lane free at its
+/// start (`to_px`: seconds to pixels).
+fn pack(rows: &[ScheduleRow], to_px: impl Fn(f64) -> i32) -> Packed {
+    let gpus = rows.iter().map(|r| r.gpu as usize + 1).max().unwrap_or(0);
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| rows[a].start.total_cmp(&rows[b].start));
+    // Per device: where each of its rows is free from, pixels.
+    let mut free: Vec<Vec<i32>> = vec![Vec::new(); gpus];
+    let mut bars = vec![(0, 0, 0); rows.len()];
+    let mut widened = 0;
+    for i in order {
+        let r = &rows[i];
+        let (x0, x1) = (to_px(r.start), to_px(r.end));
+        let right = if x1 - x0 >= MIN_BAR + BAR_GAP {
+            x1 - BAR_GAP
+        } else {
+            widened += 1;
+            x0 + MIN_BAR
+        };
+        let lane = &mut free[r.gpu as usize];
+        let row = match lane.iter().position(|&f| f <= x0) {
+            Some(row) => row,
+            None => {
+                lane.push(x0);
+                lane.len() - 1
+            }
+        };
+        lane[row] = right + BAR_GAP;
+        bars[i] = (row as u32, x0, right);
+    }
+    Packed {
+        bars,
+        rows_per_gpu: free.iter().map(|l| l.len().max(1) as u32).collect(),
+        widened,
+    }
+}
+
+/// A unit the time axis reads in: its name and its length in seconds, chosen
+/// so that a chart of `end` seconds has labels of a few digits.
+fn time_unit(end: f64) -> (&'static str, f64) {
+    if end < 180.0 {
+        ("s", 1.0)
+    } else if end < 3.0 * 3600.0 {
+        ("min", 60.0)
+    } else {
+        ("h", 3600.0)
+    }
+}
+
+/// `x` with the decimals it needs (at most 2): `1`, `2.5`, `0.25`.
+fn short_number(x: f64) -> String {
+    let text = format!("{x:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
 }
 
 fn draw_gantt(
@@ -49,27 +152,30 @@ fn draw_gantt(
     host: &Host,
     rows: &[ScheduleRow],
     deadlines: &HashMap<&str, f64>,
+    end: f64,
+    packed: &Packed,
 ) -> Result<()> {
     let lanes = host.devices.len();
-    let end = rows.iter().map(|r| r.end).fold(0.0, f64::max).max(1e-9);
+    let (unit, unit_s) = time_unit(end);
     // Device 0 on top.
     let lane_y = |gpu: u32| (lanes - 1 - gpu as usize) as f64;
     root.fill(&WHITE).map_err(plot_error)?;
     let caption = format!(
-        "{}: {} tasks on {} devices; twt {:.1}, {} late (red), makespan {:.1} s",
+        "{}: {} tasks on {} devices; twt {:.1}, {} late (red), makespan {} {unit}",
         metrics.policy,
         metrics.tasks - metrics.rejected.len(),
         lanes,
         metrics.twt,
         metrics.dmc,
-        metrics.makespan
+        short_number(metrics.makespan / unit_s)
     );
-    let mut chart = ChartBuilder::on(root)
+    let (body, foot) = root.split_vertically(root.dim_in_pixel().1 - 24);
+    let mut chart = ChartBuilder::on(&body)
         .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(170)
-        .build_cartesian_2d(0.0..end * 1.01, -0.5..lanes as f64 - 0.5)
+        .y_label_area_size(GANTT_LEFT - 12)
+        .build_cartesian_2d(0.0..end * 1.01 / unit_s, -0.5..lanes as f64 - 0.5)
         .map_err(plot_error)?;
     let label = |y: &f64| {
         let lane = y.round();
@@ -90,46 +196,75 @@ fn draw_gantt(
         .disable_y_mesh()
         .y_labels(lanes)
         .y_label_formatter(&label)
-        .x_desc("time (s)")
+        .x_label_formatter(&|x| short_number(*x))
+        .x_desc(format!("time ({unit})"))
         .draw()
         .map_err(plot_error)?;
-    chart
-        .draw_series(rows.iter().map(|r| {
-            let late = deadlines.get(r.id.as_str()).is_some_and(|&d| r.end > d);
-            let y = lane_y(r.gpu);
-            let colour = if late { LATE } else { ON_TIME };
-            Rectangle::new([(r.start, y - 0.38), (r.end, y + 0.38)], colour.filled())
-        }))
-        .map_err(plot_error)?;
-    // Thin white edges keep back-to-back tasks apart.
-    chart
-        .draw_series(rows.iter().map(|r| {
-            let y = lane_y(r.gpu);
-            Rectangle::new(
-                [(r.start, y - 0.38), (r.end, y + 0.38)],
-                WHITE.stroke_width(1),
-            )
-        }))
-        .map_err(plot_error)?;
+    // Bars in pixels: a lane's middle 76 % holds its rows.
+    let left = chart.backend_coord(&(0.0, 0.0)).0;
+    let lane_top = |gpu: u32| {
+        let y = lane_y(gpu);
+        chart.backend_coord(&(0.0, y + 0.38)).1
+    };
+    let lane_bottom = |gpu: u32| chart.backend_coord(&(0.0, lane_y(gpu) - 0.38)).1;
+    let row_box = |r: &ScheduleRow, row: u32| {
+        let (top, bottom) = (lane_top(r.gpu), lane_bottom(r.gpu));
+        let count = packed
+            .rows_per_gpu
+            .get(r.gpu as usize)
+            .copied()
+            .unwrap_or(1) as i32;
+        let row = row as i32;
+        let height = bottom - top;
+        (
+            top + height * row / count,
+            top + height * (row + 1) / count - i32::from(count > 1),
+        )
+    };
+    let bars = rows.iter().zip(&packed.bars).map(|(r, &(row, x0, x1))| {
+        let late = deadlines.get(r.id.as_str()).is_some_and(|&d| r.end > d);
+        let colour = if late { LATE } else { ON_TIME };
+        let (y0, y1) = row_box(r, row);
+        Rectangle::new([(left + x0, y0), (left + x1, y1)], colour.filled())
+    });
+    for bar in bars {
+        body.draw(&bar).map_err(plot_error)?;
+    }
     let style = TextStyle::from(("sans-serif", 11).into_font())
         .color(&WHITE)
         .pos(Pos::new(HPos::Center, VPos::Center));
-    let labels: Vec<_> = rows
-        .iter()
-        .filter(|r| {
-            let (x0, _) = chart.backend_coord(&(r.start, 0.0));
-            let (x1, _) = chart.backend_coord(&(r.end, 0.0));
-            (x1 - x0) as usize > 7 * r.id.len() + 4
-        })
-        .map(|r| {
-            Text::new(
-                r.id.clone(),
-                ((r.start + r.end) / 2.0, lane_y(r.gpu)),
-                style.clone(),
-            )
-        })
-        .collect();
-    chart.draw_series(labels).map_err(plot_error)?;
+    for (r, &(row, x0, x1)) in rows.iter().zip(&packed.bars) {
+        let (y0, y1) = row_box(r, row);
+        if (x1 - x0) as usize > 7 * r.id.len() + 4 && y1 - y0 >= 12 {
+            let at = (left + (x0 + x1) / 2, (y0 + y1) / 2);
+            body.draw(&Text::new(r.id.clone(), at, style.clone()))
+                .map_err(plot_error)?;
+        }
+    }
+    let split = packed.rows_per_gpu.iter().filter(|&&n| n > 1).count();
+    let mut notes = Vec::new();
+    if packed.widened > 0 {
+        notes.push(format!(
+            "{} bars shorter than {MIN_BAR} px drawn {MIN_BAR} px wide",
+            packed.widened
+        ));
+    }
+    if split > 0 {
+        let most = packed.rows_per_gpu.iter().max().copied().unwrap_or(1);
+        notes.push(format!(
+            "{split} lanes split into up to {most} rows where bars would touch at this scale"
+        ));
+    }
+    if !notes.is_empty() {
+        let style =
+            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Left, VPos::Top));
+        foot.draw(&Text::new(
+            format!("Every task has a bar: {}.", notes.join("; ")),
+            (12, 2),
+            style,
+        ))
+        .map_err(plot_error)?;
+    }
     Ok(())
 }
 
