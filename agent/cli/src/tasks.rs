@@ -16,14 +16,19 @@ use crate::{emit, emit_bytes, emit_json};
 
 /// List the daemon's tasks, oldest first.
 ///
-/// Times are local: the time of day for today, the date otherwise.
+/// Times are local: the time of day for today, the date otherwise. A task
+/// that has not started shows why it waits in place of its devices, and in
+/// STARTED, after a `~`, when the policy's current plan starts it.
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  gpuctl tasks\n  gpuctl tasks --state running --json")]
+#[command(
+    after_help = "Examples:\n  gpuctl tasks\n  gpuctl tasks --state running,queued --user alice --since 1h\n  gpuctl tasks --state running --json"
+)]
 pub struct ListArgs {
-    /// Only tasks in this state: queued, assigned, running, succeeded, failed,
-    /// cancelled, lost or rejected.
-    #[arg(long, value_name = "STATE", value_parser = TaskStatus::parse)]
-    state: Option<TaskStatus>,
+    #[command(flatten)]
+    filter: Filter,
+    /// Only tasks submitted in the last DURATION (90s, 10m, 2h, 1h30m).
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    since: Option<f64>,
     #[command(flatten)]
     bus: BusArgs,
     /// Print a JSON array of task objects.
@@ -48,15 +53,21 @@ pub struct ShowArgs {
 
 /// Cancel queued or running tasks (a running one's processes are killed).
 ///
-/// Each task is cancelled on its own: one that cannot be (ended already,
-/// another's, unknown) is named on stderr with the daemon's reason, the
-/// others are cancelled, and the exit status is not 0.
+/// The tasks are named, or chosen with --state and --user (as scancel:
+/// without --state, every task of theirs that has not ended). Each task is
+/// cancelled on its own: one that cannot be (ended already, another's,
+/// unknown) is named on stderr with the daemon's reason, the others are
+/// cancelled, and the exit status is not 0.
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  gpuctl cancel t42\n  gpuctl cancel t42 t43 44")]
+#[command(
+    after_help = "Examples:\n  gpuctl cancel t42\n  gpuctl cancel t42 t43 44\n  gpuctl cancel --state queued --user alice"
+)]
 pub struct CancelArgs {
     /// The tasks' ids (the `t` may be left out).
-    #[arg(required = true, value_parser = task_id)]
+    #[arg(required_unless_present_any = ["state", "user"], value_parser = task_id)]
     ids: Vec<String>,
+    #[command(flatten)]
+    filter: Filter,
     #[command(flatten)]
     bus: BusArgs,
 }
@@ -83,6 +94,60 @@ pub struct LogsArgs {
     tail: Option<usize>,
     #[command(flatten)]
     bus: BusArgs,
+}
+
+/// Which tasks a command is about.
+#[derive(clap::Args)]
+struct Filter {
+    /// Only tasks in these states, comma-separated: queued, assigned,
+    /// running, succeeded, failed, cancelled, lost, rejected.
+    #[arg(
+        long,
+        value_name = "STATE,...",
+        value_delimiter = ',',
+        value_parser = TaskStatus::parse
+    )]
+    state: Vec<TaskStatus>,
+    /// Only tasks of this user (login name or uid).
+    #[arg(long, value_name = "USER", value_parser = uid_of)]
+    user: Option<u32>,
+}
+
+impl Filter {
+    /// The tasks the daemon holds that pass the filter, oldest first.
+    async fn tasks(&self, client: &Client) -> Result<Vec<TaskInfo>> {
+        // One state is filtered by the daemon, several here.
+        let asked = match self.state.as_slice() {
+            [one] => one.as_str(),
+            _ => "",
+        };
+        let tasks = client.call(client.agent.all_tasks(asked)).await?;
+        let mut out = Vec::new();
+        for dict in &tasks {
+            let t = task(dict)?;
+            if self.passes(&t) {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    fn passes(&self, t: &TaskInfo) -> bool {
+        (self.state.is_empty() || self.state.contains(&t.state))
+            && self.user.is_none_or(|uid| uid == t.owner_uid)
+    }
+}
+
+/// A uid from a login name or a number.
+fn uid_of(text: &str) -> Result<u32, String> {
+    if let Ok(uid) = text.parse() {
+        return Ok(uid);
+    }
+    match User::from_name(text) {
+        Ok(Some(user)) => Ok(user.uid.as_raw()),
+        Ok(None) => Err(format!("no user named {text:?} on this host")),
+        Err(e) => Err(format!("cannot look up user {text:?}: {e}")),
+    }
 }
 
 /// A task id as the daemon names it: `42` is `t42`.
@@ -120,12 +185,14 @@ fn task(dict: &Dict) -> Result<TaskInfo> {
 
 /// Prints the tasks.
 pub fn list(args: ListArgs) -> Result<()> {
-    let state = args.state.map_or("", TaskStatus::as_str);
-    let tasks = block_on(async {
+    let mut tasks = block_on(async {
         let client = Client::connect(&args.bus).await?;
-        client.call(client.agent.all_tasks(state)).await
+        args.filter.tasks(&client).await
     })?;
-    let tasks = tasks.iter().map(task).collect::<Result<Vec<_>>>()?;
+    if let Some(since) = args.since {
+        let from = Clock::system().now - since;
+        tasks.retain(|t| t.submitted >= from);
+    }
     if args.json {
         emit_json(&tasks)?;
     } else {
@@ -153,25 +220,54 @@ pub fn show(args: ShowArgs) -> Result<()> {
 
 /// Cancels each task, naming on stderr each one that was not.
 pub fn cancel(args: CancelArgs) -> Result<()> {
-    let refused = block_on(async {
-        let client = Client::connect(&args.bus).await?;
+    let CancelArgs {
+        ids,
+        mut filter,
+        bus,
+    } = args;
+    let chosen = !filter.state.is_empty() || filter.user.is_some();
+    let (ids, refused) = block_on(async {
+        let client = Client::connect(&bus).await?;
+        let ids = if chosen {
+            if filter.state.is_empty() {
+                filter.state = vec![
+                    TaskStatus::Queued,
+                    TaskStatus::Assigned,
+                    TaskStatus::Running,
+                ];
+            }
+            // Named ones too, when both are given: those that pass the filter.
+            let chosen: Vec<String> = filter
+                .tasks(&client)
+                .await?
+                .into_iter()
+                .map(|t| t.id)
+                .filter(|id| ids.is_empty() || ids.contains(id))
+                .collect();
+            for id in &chosen {
+                println!("cancelling {id}");
+            }
+            chosen
+        } else {
+            ids
+        };
         let mut refused = Vec::new();
-        for id in &args.ids {
+        for id in &ids {
             if let Err(e) = client.call(client.agent.cancel(id)).await {
-                if args.ids.len() > 1 {
+                if ids.len() > 1 || chosen {
                     eprintln!("gpuctl: {id} not cancelled: {e:#}");
                 }
-                refused.push((id.as_str(), e));
+                refused.push((id.clone(), e));
             }
         }
-        Ok(refused)
+        Ok((ids, refused))
     })?;
     match refused.len() {
         0 => Ok(()),
-        // One task: its own error, and its exit status.
-        1 if args.ids.len() == 1 => Err(refused.into_iter().next().expect("one").1),
+        // One task named: its own error, and its exit status.
+        1 if ids.len() == 1 && !chosen => Err(refused.into_iter().next().expect("one").1),
         n => {
-            let ids: Vec<&str> = refused.iter().map(|(id, _)| *id).collect();
+            let names: Vec<&str> = refused.iter().map(|(id, _)| id.as_str()).collect();
             // Their own status when they agree (all refused the caller, say).
             let statuses: Vec<u8> = refused.iter().map(|(_, e)| exit_status(e)).collect();
             let status = if statuses.iter().all(|&s| s == statuses[0]) {
@@ -183,8 +279,8 @@ pub fn cancel(args: CancelArgs) -> Result<()> {
                 status,
                 format!(
                     "{n} of {} tasks not cancelled: {}",
-                    args.ids.len(),
-                    ids.join(", ")
+                    ids.len(),
+                    names.join(", ")
                 ),
             ))
         }
@@ -319,27 +415,36 @@ fn tasks_table(tasks: &[TaskInfo], clock: &Clock, mut owner: impl FnMut(u32) -> 
         ("NAME", Left),
         ("STATE", Left),
         ("OWNER", Left),
-        ("DEVICES", Left),
         ("SUBMITTED", Left),
         ("STARTED", Left),
         ("FINISHED", Left),
         ("EXIT", Right),
         ("ENERGY", Right),
+        ("DEVICES (REASON)", Left),
     ]);
     let time = |t: Option<f64>| t.map_or_else(|| "-".into(), |t| clock.short(t));
     for t in tasks {
         let devices: Vec<String> = t.devices.iter().map(u32::to_string).collect();
+        // As squeue: a waiting task's reason where its devices would be.
+        let (started, devices) = match &t.waiting {
+            Some(w) => (
+                w.expected_start
+                    .map_or_else(|| "-".into(), |at| format!("~{}", clock.short(at))),
+                format!("({})", w.reason),
+            ),
+            None => (time(t.started), or_dash(&devices.join(","))),
+        };
         table.row(vec![
             t.id.clone(),
             or_dash(&t.spec.name),
             t.state.to_string(),
             owner(t.owner_uid),
-            or_dash(&devices.join(",")),
             time(Some(t.submitted)),
-            time(t.started),
+            started,
             time(t.finished),
             t.exit_code.map_or_else(|| "-".into(), |c| c.to_string()),
             t.energy_j.map_or_else(|| "-".into(), units::energy),
+            devices,
         ]);
     }
     table.render()
@@ -384,6 +489,14 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
         ),
         ("submitted", clock.long(t.submitted)),
     ];
+    if let Some(w) = &t.waiting {
+        rows.push(("waiting", w.reason.clone()));
+        rows.push((
+            "expected start",
+            w.expected_start
+                .map_or_else(|| "- (no plan places it yet)".into(), |at| clock.long(at)),
+        ));
+    }
     let started = t.started.map_or_else(
         || "-".into(),
         |at| {
@@ -582,6 +695,7 @@ mod tests {
                 umask: Some(0o022),
             },
             clocks: None,
+            waiting: None,
         }
     }
 
@@ -599,6 +713,7 @@ mod tests {
             reason: None,
             spec: SubmitSpec::new(1.0, 0.0, 90.0, 1.0),
             clocks: None,
+            waiting: None,
         }
     }
 
@@ -611,11 +726,30 @@ mod tests {
 
     #[test]
     fn the_table_has_a_row_per_task() {
+        let assigned = TaskInfo {
+            id: "t8".into(),
+            state: TaskStatus::Assigned,
+            waiting: Some(gpu_agent_dbus::TaskWait {
+                reason: "queued on GPU 1 behind t42".into(),
+                expected_start: Some(T + 600.0),
+            }),
+            ..queued()
+        };
+        let offline = TaskInfo {
+            id: "t9".into(),
+            waiting: Some(gpu_agent_dbus::TaskWait {
+                reason: "GPU 2 offline (xid 79: GPU has fallen off the bus)".into(),
+                expected_start: None,
+            }),
+            ..queued()
+        };
         assert_eq!(
-            tasks_table(&[queued(), done()], &clock(), name),
-            "ID   NAME   STATE      OWNER  DEVICES  SUBMITTED   STARTED   FINISHED  EXIT    ENERGY\n\
-             t7   -      queued     root   -        2024-03-13  -         -            -         -\n\
-             t42  train  succeeded  alice  0,1      09:26:53    09:26:54  09:28:54     0  12.35 kJ\n"
+            tasks_table(&[queued(), done(), assigned, offline], &clock(), name),
+            "ID   NAME   STATE      OWNER  SUBMITTED   STARTED    FINISHED  EXIT    ENERGY  DEVICES (REASON)\n\
+             t7   -      queued     root   2024-03-13  -          -            -         -  -\n\
+             t42  train  succeeded  alice  09:26:53    09:26:54   09:28:54     0  12.35 kJ  0,1\n\
+             t8   -      assigned   root   2024-03-13  ~09:36:53  -            -         -  (queued on GPU 1 behind t42)\n\
+             t9   -      queued     root   2024-03-13  -          -            -         -  (GPU 2 offline (xid 79: GPU has fallen off the bus))\n"
         );
     }
 
@@ -682,5 +816,37 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_waiting_task_says_why_and_when_it_starts() {
+        let behind = TaskInfo {
+            state: TaskStatus::Assigned,
+            waiting: Some(gpu_agent_dbus::TaskWait {
+                reason: "queued on GPU 1 behind t42".into(),
+                expected_start: Some(T + 600.0),
+            }),
+            ..queued()
+        };
+        let text = task_text(&behind, &clock(), name);
+        for line in [
+            "waiting         queued on GPU 1 behind t42\n",
+            "expected start  2024-03-14 09:36:53 (in 5m)\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        let unplanned = TaskInfo {
+            waiting: Some(gpu_agent_dbus::TaskWait {
+                reason: "GPU 0 draining for a MIG change".into(),
+                expected_start: None,
+            }),
+            ..queued()
+        };
+        let text = task_text(&unplanned, &clock(), name);
+        assert!(
+            text.contains("expected start  - (no plan places it yet)\n"),
+            "{text}"
+        );
+        assert!(!task_text(&queued(), &clock(), name).contains("waiting"));
     }
 }

@@ -97,6 +97,7 @@ mod tests {
                 ..SubmitSpec::default()
             },
             clocks: None,
+            waiting: None,
         }
     }
 

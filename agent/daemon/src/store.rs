@@ -751,6 +751,7 @@ fn task_of_row(r: &rusqlite::Row<'_>) -> Result<(u64, TaskInfo), StoreError> {
         spec,
         id,
         clocks,
+        waiting: None,
     };
     Ok((seq as u64, task))
 }
@@ -781,6 +782,7 @@ mod tests {
             reason: None,
             spec: SubmitSpec::new(1.0, 2.0, 3.0, 4.0),
             clocks: None,
+            waiting: None,
         }
     }
 

@@ -23,9 +23,9 @@ pub use mig::{MigInstance, MigLayout};
 pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, ParamValue};
 pub use strict::Strict;
 pub use task::{
-    Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, ARG_MAX_LEN, CLIENT_TOKEN_MAX_LEN,
-    CLIENT_TOKEN_RETENTION_S, COMMAND_MAX_LEN, DEFAULT_WORKLOAD, NAME_MAX_LEN, NO_DEADLINE_S,
-    OUTPUT_ESCAPES, PATH_MAX_LEN, REDACTED,
+    Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, TaskWait, ARG_MAX_LEN,
+    CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S, COMMAND_MAX_LEN, DEFAULT_WORKLOAD,
+    NAME_MAX_LEN, NO_DEADLINE_S, OUTPUT_ESCAPES, PATH_MAX_LEN, REDACTED,
 };
 
 /// The daemon's well-known bus name.

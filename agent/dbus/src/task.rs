@@ -624,6 +624,20 @@ pub struct TaskInfo {
     /// The clocks it ran at and what the DVFS model makes of them, once it
     /// started (dvfs-energy.md §6).
     pub clocks: Option<TaskClocks>,
+    /// Why it waits, while it is queued or assigned (the daemon's reading of
+    /// its queues and devices when it answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<TaskWait>,
+}
+
+/// Why a task that has not started waits, and when it is expected to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskWait {
+    /// In words: `queued on GPU 1 behind t12`, `GPU 2 offline (xid 79: ...)`.
+    pub reason: String,
+    /// When the policy's current plan starts it, unix seconds (each run
+    /// before it taking its expected time); `None` while no plan places it.
+    pub expected_start: Option<f64>,
 }
 
 /// The clocks a task ran at, on its first device, and the DVFS model's time
@@ -770,6 +784,12 @@ impl TaskInfo {
         if let Some(c) = &self.clocks {
             c.insert_into(&mut d);
         }
+        if let Some(w) = &self.waiting {
+            d.insert("waiting".into(), owned(w.reason.as_str()));
+            if let Some(t) = w.expected_start {
+                d.insert("expected_start".into(), owned(t));
+            }
+        }
         d
     }
 
@@ -832,6 +852,17 @@ impl TaskInfo {
                 })
                 .transpose()?,
             clocks: TaskClocks::from_dict(dict)?,
+            waiting: dict
+                .get("waiting")
+                .map(|v| {
+                    Ok::<_, String>(TaskWait {
+                        reason: <&str>::try_from(&**v)
+                            .map_err(|_| wrong("waiting"))?
+                            .to_string(),
+                        expected_start: opt_f64("expected_start")?,
+                    })
+                })
+                .transpose()?,
             spec,
         })
     }

@@ -198,6 +198,7 @@ fn task_info_round_trips() {
             class: Some("deadline".into()),
             readjusted: Some(true),
         }),
+        waiting: None,
     };
     assert_eq!(TaskInfo::from_dict(&info.to_dict()).unwrap(), info);
     let queued = TaskInfo {
@@ -210,11 +211,25 @@ fn task_info_round_trips() {
         reason: Some("why".into()),
         spec: SubmitSpec::new(1.0, 0.0, 1.0, 1.0),
         clocks: None,
+        waiting: Some(crate::TaskWait {
+            reason: "queued on GPU 1 behind t6".into(),
+            expected_start: Some(1.7e9 + 60.0),
+        }),
         ..info
     };
     let d = queued.to_dict();
     assert!(!d.contains_key("started") && d.contains_key("name"));
     assert_eq!(TaskInfo::from_dict(&d).unwrap(), queued);
+    let unplanned = TaskInfo {
+        waiting: Some(crate::TaskWait {
+            reason: "GPU 2 offline (lost)".into(),
+            expected_start: None,
+        }),
+        ..queued.clone()
+    };
+    let d = unplanned.to_dict();
+    assert!(d.contains_key("waiting") && !d.contains_key("expected_start"));
+    assert_eq!(TaskInfo::from_dict(&d).unwrap(), unplanned);
     // Its output files as the daemon stored them: no longer patterns.
     let expanded = TaskInfo {
         spec: SubmitSpec {
@@ -248,6 +263,7 @@ fn redaction_keeps_keys_and_the_program_only() {
             ..full_spec()
         },
         clocks: None,
+        waiting: None,
     };
     let shown = info.clone().redacted();
     assert_eq!(

@@ -40,6 +40,7 @@ mod projection;
 mod repartition;
 mod table;
 mod views;
+mod waiting;
 
 use gpu_agent_plugin_api::{
     abi_stable::{
@@ -54,6 +55,7 @@ use pending::Pending;
 pub use repartition::{Busy, Repartition, RepartitionError};
 use table::Table;
 use views::Views;
+pub use waiting::Waiting;
 
 use crate::host::DeviceSpec;
 use crate::placement::Layout;

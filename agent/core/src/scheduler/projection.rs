@@ -17,6 +17,50 @@ use super::Slot;
 /// Gang tasks only ever join the end of queues, so their relative order agrees
 /// on every device they share and the walk below always makes progress.
 pub(super) fn recompute(slots: &mut [Slot], tasks: &Table, now: f64) {
+    let free = walk(slots, tasks, now, |_, _| false);
+    let runtime_of = |key: TaskKey| tasks.placement(key);
+    for (slot, f) in slots.iter_mut().zip(free) {
+        slot.projected_free = f;
+        slot.view_stale = true;
+        // Summed afresh: no rounding carried over from the queue's changes.
+        slot.queued_work = slot
+            .live_queue()
+            .iter()
+            .map(|&key| runtime_of(key).runtime)
+            .sum();
+        debug_assert_eq!(
+            slot.queued_gangs as usize,
+            slot.live_queue()
+                .iter()
+                .filter(|&&key| runtime_of(key).devices.len() > 1)
+                .count(),
+            "queued gang tasks miscounted"
+        );
+    }
+}
+
+/// When the current plan starts `key`, a queued task (`None` for one in no
+/// local queue).
+pub(super) fn start_of(slots: &[Slot], tasks: &Table, now: f64, key: TaskKey) -> Option<f64> {
+    let mut start = None;
+    walk(slots, tasks, now, |k, at| {
+        if k == key {
+            start = Some(at);
+        }
+        start.is_some()
+    });
+    start
+}
+
+/// Walks the queues in the order their tasks start, each run taking its
+/// expected time, calling `visit` with each task and its start until it
+/// answers true; returns when each device is free of what was walked.
+fn walk(
+    slots: &[Slot],
+    tasks: &Table,
+    now: f64,
+    mut visit: impl FnMut(TaskKey, f64) -> bool,
+) -> Vec<f64> {
     let mut free: Vec<f64> = slots
         .iter()
         .map(|s| {
@@ -46,6 +90,9 @@ pub(super) fn recompute(slots: &mut [Slot], tasks: &Table, now: f64) {
                     .iter()
                     .map(|&g| free[g as usize])
                     .fold(now, f64::max);
+                if visit(key, start) {
+                    return free;
+                }
                 for &g in &placement.devices {
                     free[g as usize] = start + placement.runtime;
                     next[g as usize] += 1;
@@ -61,24 +108,7 @@ pub(super) fn recompute(slots: &mut [Slot], tasks: &Table, now: f64) {
         slots.iter().zip(&next).all(|(s, &n)| n == s.queue.len()),
         "gang tasks out of order"
     );
-    for (slot, f) in slots.iter_mut().zip(free) {
-        slot.projected_free = f;
-        slot.view_stale = true;
-        // Summed afresh: no rounding carried over from the queue's changes.
-        slot.queued_work = slot
-            .live_queue()
-            .iter()
-            .map(|&key| runtime_of(key).runtime)
-            .sum();
-        debug_assert_eq!(
-            slot.queued_gangs as usize,
-            slot.live_queue()
-                .iter()
-                .filter(|&&key| runtime_of(key).devices.len() > 1)
-                .count(),
-            "queued gang tasks miscounted"
-        );
-    }
+    free
 }
 
 /// Whether idle `slot`'s projection is what [`recompute`] would make of its

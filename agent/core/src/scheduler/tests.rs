@@ -1842,3 +1842,86 @@ fn mig_off_on_a_gpu_split_with_no_instance_is_a_change() {
         "GPU 0 (T4) does not support MIG"
     );
 }
+
+#[test]
+fn a_waiting_task_is_behind_its_queue_and_starts_when_the_plan_says() {
+    use super::Waiting;
+    let mut core = core(1, |view, _| {
+        Ok(view
+            .pending
+            .iter()
+            .map(|&k| assign(k, &[0], None, None))
+            .collect())
+    });
+    let speed = core.devices().next().unwrap().speed;
+    let a = core.submit(0.0, spec("a", 0.0, 10.0)).0;
+    let b = core.submit(1.0, spec("b", 1.0, 4.0)).0;
+    let c = core.submit(2.0, spec("c", 2.0, 1.0)).0;
+    assert_eq!(core.waiting(a, 2.0), None, "a runs");
+    assert_eq!(
+        core.waiting(b, 2.0),
+        Some(Waiting::Queued {
+            device: 0,
+            behind: Some(a),
+            start: 10.0 / speed,
+        })
+    );
+    assert_eq!(
+        core.waiting(c, 2.0),
+        Some(Waiting::Queued {
+            device: 0,
+            behind: Some(b),
+            start: 14.0 / speed,
+        })
+    );
+    // a overruns: the plan moves with the clock.
+    let late = 20.0 / speed;
+    assert_eq!(
+        core.waiting(c, late),
+        Some(Waiting::Queued {
+            device: 0,
+            behind: Some(b),
+            start: late + 4.0 / speed,
+        })
+    );
+}
+
+#[test]
+fn a_pending_task_names_the_devices_that_could_hold_it_by_state() {
+    use super::Waiting;
+    let mut core = fifo_core(3);
+    let big = TaskSpec {
+        gpus: 2,
+        ..spec("g", 0.0, 1.0)
+    };
+    let a = core.submit(0.0, spec("a", 0.0, 5.0)).0; // device 0
+    let offline = Input::Offline {
+        device: 1,
+        interrupt: false,
+    };
+    assert!(core.handle(0.0, offline).is_empty());
+    let offline = Input::Offline {
+        device: 2,
+        interrupt: false,
+    };
+    assert!(core.handle(0.0, offline).is_empty());
+    let g = core.submit(0.0, big).0;
+    assert_eq!(core.pending(), [g]);
+    assert_eq!(
+        core.waiting(g, 0.5),
+        Some(Waiting::Pending {
+            offline: vec![1, 2],
+            busy: vec![0],
+            idle: vec![],
+        })
+    );
+    core.handle(5.0, Input::Finished { task: a, ok: true });
+    assert_eq!(
+        core.waiting(g, 5.0),
+        Some(Waiting::Pending {
+            offline: vec![1, 2],
+            busy: vec![],
+            idle: vec![0],
+        })
+    );
+}

@@ -84,6 +84,7 @@ impl Engine {
             energy_j: None,
             reason: None,
             clocks: None,
+            waiting: None,
             spec: task,
         };
         let id = info.id.clone();

@@ -315,6 +315,7 @@ impl Engine {
             energy_j: None,
             reason: None,
             clocks: None,
+            waiting: None,
             ..info.clone()
         };
         let info = info.clone();
@@ -450,6 +451,7 @@ impl Engine {
                     started: None,
                     exit_code: None,
                     clocks: None,
+                    waiting: None,
                     ..info
                 };
                 round.ops.push(Op::put(info.clone()));

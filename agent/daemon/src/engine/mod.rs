@@ -37,6 +37,7 @@ mod table;
 mod tally;
 mod time;
 mod tokens;
+mod waiting;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -1010,6 +1011,7 @@ impl Engine {
         {
             info.state = TaskStatus::Assigned;
         }
+        info.waiting = key.and_then(|k| self.waiting(k));
         info
     }
 }

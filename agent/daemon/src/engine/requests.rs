@@ -384,6 +384,7 @@ impl Engine {
                 reason: None,
                 spec,
                 clocks: None,
+                waiting: None,
             },
             reply,
         })

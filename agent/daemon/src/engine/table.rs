@@ -139,6 +139,7 @@ mod tests {
             reason: None,
             spec: SubmitSpec::new(1.0, 1.0, 1.0, 1.0),
             clocks: None,
+            waiting: None,
         }
     }
 

@@ -224,6 +224,7 @@ mod tests {
             reason: None,
             spec: SubmitSpec::new(1.0, 1.0, 0.1, 3.0),
             clocks: None,
+            waiting: None,
         }
     }
 

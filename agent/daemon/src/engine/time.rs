@@ -49,6 +49,11 @@ impl Timebase {
         (unix - self.origin_unix) * self.scale
     }
 
+    /// The unix time of a model time.
+    pub fn unix_of_model(&self, model: f64) -> f64 {
+        self.origin_unix + model / self.scale
+    }
+
     /// How long to wait on the wall for model time `at` (zero if past).
     pub fn wall_until(&self, at: f64) -> Duration {
         let wait = (at / self.scale - self.origin.elapsed().as_secs_f64()).max(0.0);
