@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpu_agent_dbus::private_bus::PrivateBus;
-use gpu_agent_dbus::{Agent1Proxy, Dict, SubmitSpec, TaskInfo, TaskStatus, BUS_NAME};
+use gpu_agent_dbus::{Agent1Proxy, Dict, MigLayout, SubmitSpec, TaskInfo, TaskStatus, BUS_NAME};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
@@ -399,6 +399,15 @@ impl Daemon {
             .block_on(async move { proxy.get_task(id).await })
             .unwrap_or_else(|e| panic!("GetTask {id}: {e}"));
         TaskInfo::from_dict(&dict).expect("a task dictionary the contract reads")
+    }
+
+    /// `GetMigLayout(gpu)` through the proxy, read with the contract.
+    pub fn mig_layout(&self, gpu: u32) -> MigLayout {
+        let proxy = self.proxy();
+        let dict = self
+            .block_on(async move { proxy.get_mig_layout(gpu).await })
+            .unwrap_or_else(|e| panic!("GetMigLayout {gpu}: {e}"));
+        MigLayout::from_dict(&dict).expect("a MIG layout the contract reads")
     }
 
     /// `ListTasks("")` through the proxy.

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gpu_agent_dbus::{AdoptSpec, Device1Proxy, Dict, MigLayout, SubmitSpec, TaskInfo, TaskStatus};
+use gpu_agent_dbus::{AdoptSpec, Device1Proxy, Dict, SubmitSpec, TaskInfo, TaskStatus};
 use tempfile::TempDir;
 use zbus::proxy::CacheProperties;
 use zbus::zvariant::{OwnedValue, Value};
@@ -139,18 +139,10 @@ fn task(d: &Daemon, id: &str) -> Option<TaskInfo> {
     Some(TaskInfo::from_dict(&dict).expect("a task dictionary the contract reads"))
 }
 
-fn layout(d: &Daemon, gpu: u32) -> MigLayout {
-    let proxy = d.proxy();
-    let dict = d
-        .block_on(async move { proxy.get_mig_layout(gpu).await })
-        .expect("GetMigLayout");
-    MigLayout::from_dict(&dict).expect("a MIG layout")
-}
-
 /// Waits until GPU `gpu` has no change under way; its instances.
 fn settled(d: &Daemon, gpu: u32) -> usize {
     wait_for(&format!("GPU {gpu}'s MIG change to settle"), LIMIT, || {
-        let l = layout(d, gpu);
+        let l = d.mig_layout(gpu);
         (l.state != "draining" && l.state != "applying").then_some(l.instances.len())
     })
 }
@@ -302,7 +294,7 @@ const CASES: &[Case] = &[
             // Before the restart, task a still runs on GPU 0: a change not
             // cancelled still drains; after it, a is lost and the change is
             // made.
-            let l = layout(d, 0);
+            let l = d.mig_layout(0);
             match (&answers["CancelMigChange"], restarted) {
                 (Ok(_), _) if settled(d, 0) == 0 => Ok(()),
                 (Err(_), false) if l.state == "draining" => Ok(()),
@@ -417,7 +409,7 @@ fn daemon_full_disk_every_answer_holds_after_kill_and_restart() {
     let proxy = d.proxy();
     let began = d.block_on(async move { proxy.apply_mig_config(&split(0), "", Dict::new()).await });
     assert_eq!(began, Ok(vec![0]));
-    assert_eq!(layout(&d, 0).state, "draining");
+    assert_eq!(d.mig_layout(0).state, "draining");
     let proxy = d.proxy();
     let adopted = d.block_on(async move { proxy.adopt(adopt_spec(5).to_dict()).await });
     ids.insert("adopted", adopted.expect("Adopt GPU 5"));

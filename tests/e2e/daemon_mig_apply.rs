@@ -36,14 +36,6 @@ fn apply(d: &Daemon, yaml: &str, opts: Dict) -> zbus::Result<Vec<u32>> {
     d.block_on(async move { proxy.apply_mig_config(&yaml, "", opts).await })
 }
 
-fn layout(d: &Daemon, gpu: u32) -> MigLayout {
-    let proxy = d.proxy();
-    let dict = d
-        .block_on(async move { proxy.get_mig_layout(gpu).await })
-        .expect("GetMigLayout");
-    MigLayout::from_dict(&dict).expect("a MIG layout")
-}
-
 fn export(d: &Daemon) -> String {
     let proxy = d.proxy();
     d.block_on(async move { proxy.export_mig_config("").await })
@@ -60,7 +52,7 @@ fn instances(l: &MigLayout) -> Vec<String> {
 /// Waits until GPU `gpu`'s change settles; returns its layout.
 fn settled(d: &Daemon, gpu: u32) -> MigLayout {
     wait_for(&format!("GPU {gpu}'s MIG change to settle"), LIMIT, || {
-        let l = layout(d, gpu);
+        let l = d.mig_layout(gpu);
         (l.state != "draining" && l.state != "applying").then_some(l)
     })
 }
@@ -76,7 +68,7 @@ fn daemon_mig_apply_waits_for_running_tasks_and_new_instances_take_work() {
     assert_eq!(first.devices, vec![0]);
     let began = Instant::now();
     assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
-    let draining = layout(&d, 0);
+    let draining = d.mig_layout(0);
     assert_eq!(draining.state, "draining");
     assert!(
         draining
@@ -197,7 +189,7 @@ fn daemon_mig_apply_refusals_are_named_and_change_nothing() {
     // Nothing changed: the layouts, the task, the devices.
     assert_eq!(export(&d), before);
     for gpu in [0, 1] {
-        assert_eq!(layout(&d, gpu).state, "stable");
+        assert_eq!(d.mig_layout(gpu).state, "stable");
     }
     assert_eq!(d.task(&id).state, TaskStatus::Running);
     let proxy = d.proxy();
@@ -216,7 +208,7 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
         vec![0]
     );
     assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
-    assert_eq!(layout(&d, 0).state, "draining");
+    assert_eq!(d.mig_layout(0).state, "draining");
     let online = |d: &Daemon| {
         d.busctl_json(&[
             "get-property",
@@ -256,7 +248,7 @@ fn daemon_mig_apply_cancel_and_timeout_leave_the_layout() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    let l = layout(&d, 0);
+    let l = d.mig_layout(0);
     assert_eq!(
         (l.state.as_str(), l.message.as_str()),
         ("stable", "cancelled; the layout is unchanged")
@@ -334,7 +326,7 @@ fn daemon_mig_apply_through_gpuctl_follows_the_change() {
     assert_eq!(out.status.code(), Some(4));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("org.gpuagent.Agent1.Error.Busy"), "{err}");
-    assert_eq!(instances(&layout(&d, 0)), ["3g.20gb@0", "3g.20gb@4"]);
+    assert_eq!(instances(&d.mig_layout(0)), ["3g.20gb@0", "3g.20gb@4"]);
     // A file written for several models (NVIDIA's config-default.yaml is):
     // the entries that select no GPU of this host are named, on stderr.
     let multi = write(
@@ -390,7 +382,7 @@ fn daemon_mig_apply_resumes_after_kill9_during_drain_or_apply() {
         vec![0]
     );
     assert_eq!(apply(&d, &config(SPLIT_0), Dict::new()), Ok(vec![0]));
-    assert_eq!(layout(&d, 0).state, "draining");
+    assert_eq!(d.mig_layout(0).state, "draining");
     d.kill9();
     d.restart();
     each_once(&d, &ids);
@@ -458,7 +450,7 @@ fn daemon_mig_apply_refuses_to_strand_waiting_tasks_unless_asked() {
         "{message}"
     );
     assert_eq!(export(&d), before);
-    assert_eq!(layout(&d, 0).state, "stable");
+    assert_eq!(d.mig_layout(0).state, "stable");
     // Asked to: the change goes ahead, the waiting task is rejected naming
     // it, the running ones finish.
     let opts = options(&[("reject_stranded", Value::from(true))]);
@@ -546,7 +538,7 @@ fn daemon_mig_apply_mig_on_without_instances_only_when_asked() {
         err.contains("NotSupported") && err.contains("--enable-without-instances"),
         "{err}"
     );
-    assert!(!layout(&d, 1).enabled);
+    assert!(!d.mig_layout(1).enabled);
     let out = gpuctl(
         &d,
         &["mig", "apply", "-f", &file, "--enable-without-instances"],
@@ -563,7 +555,7 @@ fn daemon_mig_apply_mig_on_without_instances_only_when_asked() {
             && last.ends_with(": the GPU takes no task until a layout with instances is made"),
         "{stdout}"
     );
-    let l = layout(&d, 1);
+    let l = d.mig_layout(1);
     assert!(l.enabled && l.instances.is_empty());
     let out = gpuctl(&d, &["devices"]);
     let listing = String::from_utf8_lossy(&out.stdout).into_owned();

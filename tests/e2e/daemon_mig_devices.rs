@@ -273,12 +273,7 @@ fn apply(d: &Daemon, entry: &str) {
         .expect("ApplyMigConfig");
     assert_eq!(changing, [0]);
     wait_for("GPU 0's change to be made", LIMIT, || {
-        let proxy = d.proxy();
-        let dict = d
-            .block_on(async move { proxy.get_mig_layout(0).await })
-            .expect("GetMigLayout");
-        let state = gpu_agent_dbus::MigLayout::from_dict(&dict).unwrap().state;
-        (state == "stable").then_some(())
+        (d.mig_layout(0).state == "stable").then_some(())
     });
 }
 

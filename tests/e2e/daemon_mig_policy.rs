@@ -57,11 +57,7 @@ fn daemon_mig_plan_splits_a_gpu_for_two_applications() {
         s.app = if k % 2 == 0 { "resnet50" } else { "bert-large" }.into();
         ids.push(d.submit(&s).unwrap());
     }
-    let proxy = d.proxy();
-    let layout = || {
-        let dict = d.block_on(proxy.get_mig_layout(0)).expect("GetMigLayout");
-        gpu_agent_dbus::MigLayout::from_dict(&dict).expect("a MIG layout")
-    };
+    let layout = || d.mig_layout(0);
     let split = wait_for("mig-plan's layout on GPU 0", LIMIT, || {
         let l = layout();
         (l.enabled && l.state == "stable").then_some(l)
@@ -84,6 +80,7 @@ fn daemon_mig_plan_splits_a_gpu_for_two_applications() {
         ended.iter().any(|t| t.devices.iter().all(|&d| d >= 1)),
         "{ended:?}"
     );
+    let proxy = d.proxy();
     let policy = d.block_on(proxy.policy()).expect("Policy");
     assert_eq!(policy, "mig-plan", "{}", d.stderr());
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use gpu_agent_dbus::{MigLayout, TaskStatus};
+use gpu_agent_dbus::TaskStatus;
 
 use crate::daemon::{gpuctl, spec, wait_for, Daemon};
 
@@ -15,14 +15,6 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// GPU 0 (an A100, MIG off) split in two: a mode change, so a GPU reset.
 const SPLIT_0: &str = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      \
                        mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
-
-fn layout(d: &Daemon, gpu: u32) -> MigLayout {
-    let proxy = d.proxy();
-    let dict = d
-        .block_on(async move { proxy.get_mig_layout(gpu).await })
-        .expect("GetMigLayout");
-    MigLayout::from_dict(&dict).expect("a MIG layout")
-}
 
 #[test]
 fn daemon_slow_gpu_reset_runs_off_the_engine_thread() {
@@ -35,7 +27,7 @@ fn daemon_slow_gpu_reset_runs_off_the_engine_thread() {
         .expect("ApplyMigConfig");
     assert_eq!(changing, [0]);
     wait_for("GPU 0 applying", LIMIT, || {
-        (layout(&d, 0).state == "applying").then_some(())
+        (d.mig_layout(0).state == "applying").then_some(())
     });
 
     // During the reset, the engine answers and runs tasks on GPUs 1 to 3.
@@ -48,7 +40,7 @@ fn daemon_slow_gpu_reset_runs_off_the_engine_thread() {
     }
     let counts = d.block_on(proxy.count_tasks()).expect("CountTasks");
     assert_eq!(counts.get("succeeded"), Some(&6), "{counts:?}");
-    let l = layout(&d, 0);
+    let l = d.mig_layout(0);
     assert_eq!(
         (l.state.as_str(), l.enabled),
         ("applying", false),
