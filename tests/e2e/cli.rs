@@ -243,6 +243,26 @@ fn gantt_chart_and_markdown_show_the_schedule_and_the_comparison() {
     ] {
         assert!(svg.contains(text), "{text} missing from the chart");
     }
+    // The legend (a swatch and a name per policy) is right of every bar.
+    let number = |line: &str, attr: &str| -> i64 {
+        let at = line.find(&format!(" {attr}=\"")).unwrap() + attr.len() + 3;
+        line[at..].split('"').next().unwrap().parse().unwrap()
+    };
+    let lines: Vec<&str> = svg.lines().collect();
+    let rects: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("<rect") && l.contains("fill=\"#1F77B4\""))
+        .collect();
+    assert_eq!(rects.len(), 6, "five bars and a swatch in fifo's colour");
+    let swatch = rects.iter().map(|l| number(l, "x")).max().unwrap();
+    for bar in rects.iter().filter(|l| number(l, "x") != swatch) {
+        assert!(number(bar, "x") + number(bar, "width") < swatch, "{bar}");
+    }
+    for name in ["fifo", "greedy-eft"] {
+        let at = lines.iter().position(|l| *l == name).unwrap();
+        assert!(number(lines[at - 1], "x") > swatch, "{name}'s legend entry");
+    }
     let md = std::fs::read_to_string(&markdown).unwrap();
     assert!(
         md.starts_with(

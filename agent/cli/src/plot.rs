@@ -280,10 +280,15 @@ const COMPARED: [Compared; 5] = [
     ("makespan", |m| m.makespan),
 ];
 
+/// Width of the comparison chart's legend, right of its bars, pixels.
+const LEGEND_WIDTH: u32 = 200;
+
 /// Draws the policies' twt, twct, act, dmr and makespan as grouped bars, each
-/// metric relative to the largest value among the policies.
+/// metric relative to the largest value among the policies, with the legend
+/// in a column of its own right of the bars.
 pub fn comparison(path: &Path, title: &str, metrics: &[&Metrics]) -> Result<()> {
-    let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
+    let height = 480.max(80 + 22 * metrics.len() as u32);
+    let root = SVGBackend::new(path, (960 + LEGEND_WIDTH, height)).into_drawing_area();
     draw_comparison(&root, title, metrics)
         .and_then(|()| root.present().map_err(|e| anyhow::anyhow!("{e}")))
         .with_context(|| format!("cannot draw {}", path.display()))
@@ -295,12 +300,13 @@ fn draw_comparison(
     metrics: &[&Metrics],
 ) -> Result<()> {
     root.fill(&WHITE).map_err(plot_error)?;
+    let (bars_area, legend_area) = root.split_horizontally(root.dim_in_pixel().0 - LEGEND_WIDTH);
     let groups = COMPARED.len() as f64;
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&bars_area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .y_label_area_size(48)
-        .build_cartesian_2d(0.0..groups, -0.1..1.3)
+        .build_cartesian_2d(0.0..groups, -0.1..1.05)
         .map_err(plot_error)?;
     chart
         .configure_mesh()
@@ -333,11 +339,18 @@ fn draw_comparison(
             let x = g as f64 + 0.1 + width * p as f64;
             Rectangle::new([(x, 0.0), (x + width * 0.92, share)], colour.filled())
         });
-        chart
-            .draw_series(bars)
-            .map_err(plot_error)?
-            .label(m.policy.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+        chart.draw_series(bars).map_err(plot_error)?;
+        // The legend: a swatch and the policy's name, one a line from the top
+        // of the bars' area.
+        let y = 50 + 22 * p as i32;
+        legend_area
+            .draw(&Rectangle::new([(4, y - 6), (18, y + 6)], colour.filled()))
+            .map_err(plot_error)?;
+        let style =
+            TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        legend_area
+            .draw(&Text::new(m.policy.clone(), (24, y), style))
+            .map_err(plot_error)?;
     }
     let style =
         TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
@@ -349,13 +362,6 @@ fn draw_comparison(
                 .map(|(g, (name, _))| Text::new(*name, (g as f64 + 0.5, -0.02), style.clone())),
         )
         .map_err(plot_error)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_error)?;
     Ok(())
 }
 
@@ -364,15 +370,18 @@ fn plot_error(e: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Draws a time/energy trade-off curve (`points` as (time, energy), both
-/// relative to default clocks) and marks the unconstrained `optimum`.
+/// relative to default clocks), marks the search's unconstrained `optimum`
+/// and, where it has less energy, the `least` energy over the curve's
+/// settings, with a legend naming each.
 pub fn trade_off(
     path: &Path,
     title: &str,
     points: &[(f64, f64)],
     optimum: (f64, f64),
+    least: Option<(f64, f64)>,
 ) -> Result<()> {
     let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
-    draw_trade_off(&root, title, points, optimum)
+    draw_trade_off(&root, title, points, optimum, least)
         .and_then(|()| root.present().map_err(|e| anyhow::anyhow!("{e}")))
         .with_context(|| format!("cannot draw {}", path.display()))
 }
@@ -382,21 +391,23 @@ fn draw_trade_off(
     title: &str,
     points: &[(f64, f64)],
     optimum: (f64, f64),
+    least: Option<(f64, f64)>,
 ) -> Result<()> {
     root.fill(&WHITE).map_err(plot_error)?;
-    let all = points.iter().chain(std::iter::once(&optimum));
+    let all = points.iter().chain([&optimum]).chain(least.as_ref());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in all {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
     }
     let pad = |a: f64, b: f64| ((b - a) * 0.1).max(0.01);
     let (px, py) = (pad(x0, x1), pad(y0, y1));
+    // Room above the curve for the legend.
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(56)
-        .build_cartesian_2d((x0 - px)..(x1 + px), (y0 - py)..(y1 + py))
+        .build_cartesian_2d((x0 - px)..(x1 + px), (y0 - py)..(y1 + 5.0 * py))
         .map_err(plot_error)?;
     chart
         .configure_mesh()
@@ -410,12 +421,31 @@ fn draw_trade_off(
             points.iter().copied(),
             colour.stroke_width(2),
         ))
-        .map_err(plot_error)?;
+        .map_err(plot_error)?
+        .label("least energy under a time bound (the table's rows)")
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2)));
     chart
         .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
         .map_err(plot_error)?;
     chart
         .draw_series(std::iter::once(Circle::new(optimum, 6, LATE.filled())))
+        .map_err(plot_error)?
+        .label("the search's optimum")
+        .legend(|(x, y)| Circle::new((x + 8, y), 5, LATE.filled()));
+    if let Some(least) = least {
+        let green = POLICY_COLOURS[2];
+        chart
+            .draw_series(std::iter::once(Circle::new(least, 6, green.filled())))
+            .map_err(plot_error)?
+            .label("exact optimum over the table's settings")
+            .legend(move |(x, y)| Circle::new((x + 8, y), 5, green.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
         .map_err(plot_error)?;
     Ok(())
 }
