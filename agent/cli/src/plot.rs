@@ -244,15 +244,17 @@ fn draw_gantt(
     let split = packed.rows_per_gpu.iter().filter(|&&n| n > 1).count();
     let mut notes = Vec::new();
     if packed.widened > 0 {
+        let bars = if packed.widened == 1 { "bar" } else { "bars" };
         notes.push(format!(
-            "{} bars shorter than {MIN_BAR} px drawn {MIN_BAR} px wide",
+            "{} {bars} shorter than {MIN_BAR} px drawn {MIN_BAR} px wide",
             packed.widened
         ));
     }
     if split > 0 {
         let most = packed.rows_per_gpu.iter().max().copied().unwrap_or(1);
+        let lanes = if split == 1 { "lane" } else { "lanes" };
         notes.push(format!(
-            "{split} lanes split into up to {most} rows where bars would touch at this scale"
+            "{split} {lanes} split into up to {most} rows where bars would touch at this scale"
         ));
     }
     if !notes.is_empty() {
@@ -448,4 +450,58 @@ fn draw_trade_off(
         .draw()
         .map_err(plot_error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_agent_plugin_api::Clocks;
+
+    fn row(id: &str, gpu: u32, start: f64, end: f64) -> ScheduleRow {
+        ScheduleRow {
+            id: id.into(),
+            gpu,
+            device: gpu.to_string().into(),
+            start,
+            end,
+            core_mhz: 0,
+            mem_mhz: 0,
+            energy_j: 0.0,
+            clocks: Clocks::DEFAULT,
+            runtime: end - start,
+            power_w: 0.0,
+            default_energy_j: 0.0,
+            dvfs: None,
+        }
+    }
+
+    #[test]
+    fn every_bar_is_visible_and_apart_from_the_others_in_its_row() {
+        // One pixel a second: b overlaps a's last pixel and takes a second
+        // row; c and then d follow a in the first, a pixel apart; e, on
+        // another device, is widened to a pixel like b and c.
+        let rows = [
+            row("a", 0, 0.0, 10.0),
+            row("b", 0, 9.6, 9.8),
+            row("c", 0, 10.0, 10.2),
+            row("d", 0, 12.0, 20.0),
+            row("e", 1, 0.0, 0.1),
+        ];
+        let packed = pack(&rows, |t| t.floor() as i32);
+        assert_eq!(
+            packed.bars,
+            [(0, 0, 9), (1, 9, 10), (0, 10, 11), (0, 12, 19), (0, 0, 1)]
+        );
+        assert_eq!(packed.rows_per_gpu, [2, 1]);
+        assert_eq!(packed.widened, 3);
+    }
+
+    #[test]
+    fn time_reads_in_a_unit_with_the_decimals_it_needs() {
+        assert_eq!(time_unit(90.0), ("s", 1.0));
+        assert_eq!(time_unit(600.0), ("min", 60.0));
+        assert_eq!(time_unit(123_504.0), ("h", 3600.0));
+        let labels = [0.0, 2.5, 30.0, 0.25, 1.0 / 3.0].map(short_number);
+        assert_eq!(labels, ["0", "2.5", "30", "0.25", "0.33"]);
+    }
 }
