@@ -174,6 +174,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
                 ".Index",
                 ".MemClockMhz",
                 ".MemoryGb",
+                ".MemoryUsedGb",
                 ".MigEnabled",
                 ".MigPlacement",
                 ".MigProfile",
@@ -183,6 +184,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
                 ".PowerW",
                 ".Schedulable",
                 ".Speed",
+                ".TemperatureC",
                 ".Utilization",
                 ".Uuid",
             ],
@@ -229,7 +231,13 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         for p in [".CoreClockMhz", ".MemClockMhz"] {
             assert_eq!(get(p).2, "u");
         }
-        for p in [".PowerW", ".EnergyJ", ".Utilization"] {
+        for p in [
+            ".PowerW",
+            ".EnergyJ",
+            ".Utilization",
+            ".MemoryUsedGb",
+            ".TemperatureC",
+        ] {
             assert_eq!(get(p).2, "d");
         }
     }
@@ -301,7 +309,12 @@ fn daemon_get_managed_objects_lists_the_four_devices() {
         let names: Vec<&String> = ifaces.as_object().unwrap().keys().collect();
         assert_eq!(names, vec!["org.gpuagent.Device1"]);
         let props = json_dict(&ifaces["org.gpuagent.Device1"]);
-        assert_eq!(props.len(), 18, "{props:?}");
+        assert_eq!(props.len(), 20, "{props:?}");
+        // Idle mock GPUs: no memory in use, 30 °C plus 50 °C × power / max.
+        assert_eq!(props["MemoryUsedGb"], ("d".into(), json!(0.0)));
+        let (kind, temp) = &props["TemperatureC"];
+        assert_eq!(kind, "d");
+        assert!((30.0..=80.0).contains(&temp.as_f64().unwrap()), "{temp}");
         assert_eq!(props["Schedulable"], ("b".into(), json!(true)));
         assert_eq!(props["Parent"], ("u".into(), json!(i)));
         assert_eq!(props["MigProfile"], ("s".into(), json!("")));

@@ -35,6 +35,7 @@ mod daemon_slow_driver;
 mod daemon_startup;
 mod daemon_state_loss;
 mod daemon_submit;
+mod daemon_top;
 mod daemon_waiting;
 mod demo;
 mod dvfs;

@@ -230,7 +230,7 @@ impl Serialize for Counts {
 }
 
 /// The device objects the daemon manages, by index.
-async fn fetch_devices(client: &Client) -> Result<Vec<DeviceStatus>> {
+pub(crate) async fn fetch_devices(client: &Client) -> Result<Vec<DeviceStatus>> {
     let manager = ObjectManagerProxy::builder(client.connection())
         .destination(BUS_NAME)?
         .path(AGENT_PATH)?
@@ -663,6 +663,8 @@ mod tests {
             power_w: 250.26,
             energy_j: 12_346.0,
             utilization: 0.873,
+            memory_used_gb: 12.25,
+            temperature_c: 64.0,
             mig_enabled: false,
             current_task: "t42".into(),
             online: true,

@@ -4,6 +4,7 @@ mod adopt;
 mod agent;
 mod client;
 mod clock;
+mod colour;
 mod demo;
 mod dvfs;
 mod dvfs_paper;
@@ -16,6 +17,7 @@ mod simulate;
 mod submit;
 mod table;
 mod tasks;
+mod top;
 mod trace;
 mod trace_gen;
 mod units;
@@ -43,6 +45,7 @@ struct Cli {
 enum Command {
     Status(agent::StatusArgs),
     Devices(agent::DevicesArgs),
+    Top(top::TopArgs),
     Submit(submit::Args),
     Tasks(tasks::ListArgs),
     Task(tasks::ShowArgs),
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Status(args) => agent::status(args),
         Command::Devices(args) => agent::devices(args),
+        Command::Top(args) => top::top(args),
         Command::Submit(args) => submit::run(args),
         Command::Tasks(args) => tasks::list(args),
         Command::Task(args) => tasks::show(args),

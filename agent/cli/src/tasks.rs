@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::client::{block_on, exit_status, BusArgs, Client, Failure, DAEMON_ERROR};
 use crate::clock::Clock;
+use crate::colour;
 use crate::table::{Align, Table};
 use crate::units;
 use crate::{emit, emit_bytes, emit_json};
@@ -179,7 +180,7 @@ pub struct WatchArgs {
 const ENV_SHOWN: usize = 8;
 
 /// Reads the daemon's task dictionary.
-fn task(dict: &Dict) -> Result<TaskInfo> {
+pub(crate) fn task(dict: &Dict) -> Result<TaskInfo> {
     TaskInfo::from_dict(dict).map_err(|e| anyhow!("the daemon sent a bad task: {e}"))
 }
 
@@ -198,7 +199,17 @@ pub fn list(args: ListArgs) -> Result<()> {
     } else {
         let mut names = HashMap::new();
         let owner = |uid| names.entry(uid).or_insert_with(|| user_name(uid)).clone();
-        emit(&tasks_table(&tasks, &Clock::system(), owner))?;
+        let clock = Clock::system();
+        let table = tasks_table(&tasks, &clock, owner);
+        if colour::enabled() {
+            let tones: Vec<_> = tasks
+                .iter()
+                .map(|t| colour::of_task(t, clock.now))
+                .collect();
+            emit(&colour::paint_rows(&table, &tones))?;
+        } else {
+            emit(&table)?;
+        }
     }
     Ok(())
 }
@@ -391,7 +402,7 @@ struct Change<'a> {
 }
 
 /// The login name of `uid`, or the number when it has none.
-fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     match User::from_uid(Uid::from_raw(uid)) {
         Ok(Some(user)) => user.name,
         _ => uid.to_string(),
@@ -408,7 +419,11 @@ fn or_dash(text: &str) -> String {
 }
 
 /// The tasks as a table, one row each; `owner` names a uid.
-fn tasks_table(tasks: &[TaskInfo], clock: &Clock, mut owner: impl FnMut(u32) -> String) -> String {
+pub(crate) fn tasks_table(
+    tasks: &[TaskInfo],
+    clock: &Clock,
+    mut owner: impl FnMut(u32) -> String,
+) -> String {
     use Align::{Left, Right};
     let mut table = Table::with_header(&[
         ("ID", Left),

@@ -93,6 +93,20 @@ pub fn read(
                 .flatten()
                 .map_or(f64::NAN, |u| f64::from(u.gpu_pct) / 100.0),
         },
+        memory_used_gb: match mig {
+            Some(_) => f64::NAN,
+            None => backend
+                .memory(gpu)
+                .map_or(f64::NAN, |m| m.used_bytes as f64 / GIB),
+        },
+        temperature_c: match mig {
+            Some(_) => f64::NAN,
+            None => backend
+                .temperature_c(gpu)
+                .ok()
+                .flatten()
+                .map_or(f64::NAN, f64::from),
+        },
         mig_enabled: backend
             .mig_mode(gpu)
             .ok()
@@ -217,6 +231,12 @@ async fn update(object: &InterfaceRef<DeviceObject>, fresh: DeviceStatus) -> zbu
     }
     if !same(new.utilization, old.utilization) {
         dev.utilization_changed(emitter).await?;
+    }
+    if !same(new.memory_used_gb, old.memory_used_gb) {
+        dev.memory_used_gb_changed(emitter).await?;
+    }
+    if !same(new.temperature_c, old.temperature_c) {
+        dev.temperature_c_changed(emitter).await?;
     }
     if new.mig_enabled != old.mig_enabled {
         dev.mig_enabled_changed(emitter).await?;

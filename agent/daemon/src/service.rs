@@ -743,6 +743,14 @@ impl DeviceObject {
         self.status.utilization
     }
     #[zbus(property)]
+    async fn memory_used_gb(&self) -> f64 {
+        self.status.memory_used_gb
+    }
+    #[zbus(property)]
+    async fn temperature_c(&self) -> f64 {
+        self.status.temperature_c
+    }
+    #[zbus(property)]
     async fn mig_enabled(&self) -> bool {
         self.status.mig_enabled
     }

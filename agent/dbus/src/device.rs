@@ -27,6 +27,10 @@ pub struct DeviceStatus {
     pub energy_j: f64,
     /// GPU utilisation, 0..1 (NaN: not reported).
     pub utilization: f64,
+    /// Memory in use, GB (NaN: not reported, as for a MIG instance).
+    pub memory_used_gb: f64,
+    /// Temperature, °C (NaN: not reported, as for a MIG instance).
+    pub temperature_c: f64,
     /// Whether MIG mode is on.
     pub mig_enabled: bool,
     /// The id of the task running on it, or `""`.
@@ -64,6 +68,8 @@ impl DeviceStatus {
             ("PowerW".into(), owned(self.power_w)),
             ("EnergyJ".into(), owned(self.energy_j)),
             ("Utilization".into(), owned(self.utilization)),
+            ("MemoryUsedGb".into(), owned(self.memory_used_gb)),
+            ("TemperatureC".into(), owned(self.temperature_c)),
             ("MigEnabled".into(), owned(self.mig_enabled)),
             ("CurrentTask".into(), owned(self.current_task.as_str())),
             ("Online".into(), owned(self.online)),
@@ -98,6 +104,9 @@ impl DeviceStatus {
             power_w: get(d, "PowerW")?,
             energy_j: get(d, "EnergyJ")?,
             utilization: get(d, "Utilization")?,
+            // Absent from a daemon older than them: not reported.
+            memory_used_gb: get(d, "MemoryUsedGb").unwrap_or(f64::NAN),
+            temperature_c: get(d, "TemperatureC").unwrap_or(f64::NAN),
             mig_enabled: get(d, "MigEnabled")?,
             current_task: get::<&str>(d, "CurrentTask")?.into(),
             online: get(d, "Online")?,

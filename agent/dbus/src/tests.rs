@@ -310,6 +310,8 @@ fn device_and_metrics_round_trip() {
         power_w: 9.5,
         energy_j: 100.0,
         utilization: 0.0,
+        memory_used_gb: 1.5,
+        temperature_c: 41.0,
         mig_enabled: false,
         current_task: "".into(),
         online: false,
