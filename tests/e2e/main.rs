@@ -13,6 +13,7 @@ mod daemon;
 mod daemon_access;
 mod daemon_adopt;
 mod daemon_bus;
+mod daemon_completions;
 mod daemon_crash;
 mod daemon_descriptors;
 mod daemon_dvfs;

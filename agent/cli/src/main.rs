@@ -5,6 +5,7 @@ mod agent;
 mod client;
 mod clock;
 mod colour;
+mod complete;
 mod demo;
 mod dvfs;
 mod dvfs_paper;
@@ -65,13 +66,15 @@ enum Command {
     Trace(trace::Args),
     Dvfs(dvfs::Args),
     Completions(CompletionsArgs),
+    Complete(complete::CompleteArgs),
     Manpages(ManpagesArgs),
 }
 
 /// Print a shell completion script for gpuctl.
 ///
 /// The packages install them; to use one by hand, source it
-/// (bash: `source <(gpuctl completions bash)`).
+/// (bash: `source <(gpuctl completions bash)`). In bash and fish, task ids
+/// and policy names come from the running daemon.
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  gpuctl completions bash > ~/.local/share/bash-completion/completions/gpuctl\n  gpuctl completions zsh > ~/.zfunc/_gpuctl\n  gpuctl completions fish > ~/.config/fish/completions/gpuctl.fish"
@@ -191,6 +194,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace::run(args),
         Command::Dvfs(args) => dvfs::run(args),
         Command::Completions(args) => completions(args),
+        Command::Complete(args) => complete::complete(args),
         Command::Manpages(args) => manpages(args),
     };
     match result {
@@ -207,7 +211,13 @@ fn main() -> ExitCode {
 fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "gpuctl", &mut script);
-    emit(&String::from_utf8(script).context("the completion script is not UTF-8")?)
+    let mut script = String::from_utf8(script).context("the completion script is not UTF-8")?;
+    script.push_str(match args.shell {
+        clap_complete::Shell::Bash => complete::BASH,
+        clap_complete::Shell::Fish => complete::FISH,
+        _ => "",
+    });
+    emit(&script)
 }
 
 /// Writes the manual pages into `args.dir`, printing each file's path.

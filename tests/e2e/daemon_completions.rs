@@ -1,0 +1,76 @@
+//! The bash completion script offers the running daemon's task ids and
+//! policy names (through the hidden `gpuctl complete`), and clap's words
+//! elsewhere.
+
+use std::process::Command;
+use std::time::Duration;
+
+use gpu_agent_dbus::TaskStatus;
+
+use crate::daemon::{spec, Daemon};
+use crate::harness::artefacts;
+
+/// What `_gpuctl_daemon` offers for the command line `words` (the last one
+/// being completed), in bash with the script of `gpuctl completions bash`.
+fn offered(d: &Daemon, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        r#"source <(gpuctl completions bash)
+COMP_WORDS=({}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+_gpuctl_daemon gpuctl "${{COMP_WORDS[-1]}}" "${{COMP_WORDS[-2]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        quoted.join(" ")
+    );
+    let path = format!(
+        "{}:{}",
+        artefacts().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    words.sort();
+    words
+}
+
+#[test]
+fn daemon_completions_offer_task_ids_and_policy_names() {
+    let d = Daemon::start();
+    let done = d.submit(&spec(1.0, 1.0, 1e6, 1.0)).unwrap();
+    d.wait_state(&done, TaskStatus::Succeeded, Duration::from_secs(20));
+    let live = d.submit(&spec(1e6, 1.0, 1e6, 1.0)).unwrap();
+    // Every task for task and logs; those not ended for cancel.
+    let mut all = vec![done.clone(), live.clone()];
+    all.sort();
+    assert_eq!(offered(&d, &["gpuctl", "--session", "task", ""]), all);
+    assert_eq!(offered(&d, &["gpuctl", "--session", "logs", ""]), all);
+    assert_eq!(
+        offered(&d, &["gpuctl", "--session", "cancel", &done, ""]),
+        [live.as_str()]
+    );
+    // Policy names after policy use and show, filtered by what is typed.
+    assert_eq!(
+        offered(&d, &["gpuctl", "--session", "policy", "use", ""]),
+        ["fifo", "greedy-eft"]
+    );
+    assert_eq!(
+        offered(&d, &["gpuctl", "--session", "policy", "show", "g"]),
+        ["greedy-eft"]
+    );
+    // Elsewhere clap's words; an option's name is never a task id.
+    assert_eq!(offered(&d, &["gpuctl", "ta"]), ["task", "tasks"]);
+    assert!(offered(&d, &["gpuctl", "--session", "task", "--"]).contains(&"--json".to_string()));
+}
