@@ -352,16 +352,22 @@ fn daemon_access_member_submits_and_cancels_its_own() {
             )
         ))
     );
-    assert_eq!(
-        gdbus(&d, who, "Release", &["t1"]),
-        Err((
-            DENIED.into(),
-            format!(
-                "uid {} may not release external tasks: that needs root or membership of group gpu-agent-admin",
-                who.uid
-            )
-        ))
-    );
+    for (method, args) in [
+        ("Release", &["t1"][..]),
+        ("ReleaseWithEnd", &["t1", "failed"]),
+    ] {
+        assert_eq!(
+            gdbus(&d, who, method, args),
+            Err((
+                DENIED.into(),
+                format!(
+                    "uid {} may not release external tasks: that needs root or membership of group gpu-agent-admin",
+                    who.uid
+                )
+            )),
+            "{method}"
+        );
+    }
     assert_eq!(
         gdbus(
             &d,

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gpu_agent_dbus::{AdoptSpec, TaskStatus};
 
-use crate::daemon::{dbus_error, gpuctl, spec, wait_for, Daemon, Settings};
+use crate::daemon::{dbus_error, gpuctl, spec, wait_for, Daemon, Settings, AGENT};
 use crate::harness::{artefacts, success, EDL};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -318,4 +318,52 @@ fn daemon_adopt_clocks_replace_the_idle_lock() {
     wait_for("GPU 1 idle-locked", LIMIT, || {
         (core_clock(&d, 1) == 210).then_some(())
     });
+}
+
+#[test]
+fn daemon_adopt_release_records_how_the_job_ended() {
+    let d = adopt_daemon();
+    let ended = |id: &str| {
+        let t = d.task(id);
+        (t.state, t.reason)
+    };
+    // An old caller's `Release(s)` (busctl, no end) still records succeeded.
+    let id = adopt(&d, &job(&[0], "slurm:10", "default")).expect("Adopt");
+    let out = d.busctl(&["call", AGENT[0], AGENT[1], AGENT[2], "Release", "s", &id]);
+    assert!(
+        out.status.success(),
+        "busctl Release: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ended(&id), (TaskStatus::Succeeded, None));
+    // Each end through `ReleaseWithEnd`.
+    for (gpu, end, state, reason) in [
+        (0, "completed", TaskStatus::Succeeded, None),
+        (2, "timeout", TaskStatus::Failed, Some("timeout")),
+        (3, "failed", TaskStatus::Failed, None),
+    ] {
+        let id = adopt(&d, &job(&[gpu], &format!("slurm:{end}"), "default")).expect("Adopt");
+        d.block_on(d.proxy().release_with_end(&id, end))
+            .expect("ReleaseWithEnd");
+        assert_eq!(ended(&id), (state, reason.map(String::from)), "{end}");
+    }
+    // An unknown end is refused, naming it, and the job stays adopted.
+    let id = adopt(&d, &job(&[1], "slurm:11", "default")).expect("Adopt");
+    let (name, message) = dbus_error(d.block_on(d.proxy().release_with_end(&id, "oom")));
+    assert_eq!(name, format!("{ERROR}InvalidArgument"), "{message}");
+    assert!(
+        message.contains("\"end\"") && message.contains("\"oom\""),
+        "{message}"
+    );
+    assert_eq!(ended(&id), (TaskStatus::Running, None));
+    // gpuctl release --end.
+    let out = success(&gpuctl(
+        &d,
+        &["release", &id, "--end", "cancelled", "--json"],
+    ));
+    let released: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(released["state"], "cancelled", "{released}");
+    assert_eq!(ended(&id), (TaskStatus::Cancelled, None));
+    let bad = gpuctl(&d, &["release", &id, "--end", "oom"]);
+    assert!(!bad.status.success());
 }

@@ -101,6 +101,7 @@ fn daemon_introspection_shows_the_agent_interface_and_four_devices() {
         row(".SetDeviceOnline", "method", "ub", "-", "-"),
         row(".Adopt", "method", "a{sv}", "s", "-"),
         row(".Release", "method", "s", "-", "-"),
+        row(".ReleaseWithEnd", "method", "ss", "-", "-"),
         row(".Submit", "method", "a{sv}", "s", "-"),
         row(".TaskChanged", "signal", "ss", "-", "-"),
         row(".ReadOutput", "method", "stu", "aytb", "-"),

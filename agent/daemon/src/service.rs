@@ -17,7 +17,7 @@ use super::engine::{Caller, MigOptions, Reply, Request};
 use super::mig::MigView;
 use gpu_agent_core::scheduler::OnBusy;
 use gpu_agent_dbus::{
-    metrics_to_dict, AgentError, DeviceStatus, Dict, SubmitSpec, TaskInfo, TaskStatus,
+    metrics_to_dict, AgentError, DeviceStatus, Dict, ReleaseEnd, SubmitSpec, TaskInfo, TaskStatus,
     OUTPUT_READ_MAX, TASK_PAGE_MAX,
 };
 
@@ -544,7 +544,29 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("release external tasks")?;
-        self.ask(|reply| Request::Release { id, reply }).await
+        self.ask(|reply| Request::Release {
+            id,
+            end: ReleaseEnd::Completed,
+            reply,
+        })
+        .await
+    }
+
+    /// `Release` telling how the job ended: `completed` (`succeeded`),
+    /// `cancelled`, `timeout` (`failed`, reason `timeout`) or `failed`.
+    /// Admins only.
+    async fn release_with_end(
+        &self,
+        id: String,
+        end: String,
+        #[zbus(connection)] conn: &Connection,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, &header)
+            .await?
+            .require_admin("release external tasks")?;
+        let end = ReleaseEnd::parse(&end).map_err(AgentError::InvalidArgument)?;
+        self.ask(|reply| Request::Release { id, end, reply }).await
     }
 
     /// A task changed state.

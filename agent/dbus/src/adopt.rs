@@ -107,8 +107,79 @@ impl AdoptSpec {
     }
 }
 
+/// How an adopted job ended, as `ReleaseWithEnd` is told (`completed`,
+/// `cancelled`, `timeout`, `failed`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseEnd {
+    /// The job ended by itself: the task becomes `succeeded` (what plain
+    /// `Release` records).
+    #[default]
+    Completed,
+    /// Cancelled (`scancel`): `cancelled`.
+    Cancelled,
+    /// Killed at its time limit: `failed`, with the reason `timeout`.
+    Timeout,
+    /// Failed otherwise: `failed`.
+    Failed,
+}
+
+impl ReleaseEnd {
+    /// Every end, in the order the CLI lists them.
+    pub const ALL: [ReleaseEnd; 4] = [
+        ReleaseEnd::Completed,
+        ReleaseEnd::Cancelled,
+        ReleaseEnd::Timeout,
+        ReleaseEnd::Failed,
+    ];
+
+    /// Its D-Bus word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseEnd::Completed => "completed",
+            ReleaseEnd::Cancelled => "cancelled",
+            ReleaseEnd::Timeout => "timeout",
+            ReleaseEnd::Failed => "failed",
+        }
+    }
+
+    /// Parses a D-Bus word; an unknown one is an error naming it.
+    pub fn parse(text: &str) -> Result<ReleaseEnd, String> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str() == text)
+            .ok_or_else(|| {
+                format!(
+                    "argument \"end\": unknown end state {text:?}; known: completed, cancelled, timeout, failed"
+                )
+            })
+    }
+
+    /// The state the task is recorded in, and the reason that goes with it.
+    pub fn outcome(self) -> (crate::TaskStatus, Option<&'static str>) {
+        match self {
+            ReleaseEnd::Completed => (crate::TaskStatus::Succeeded, None),
+            ReleaseEnd::Cancelled => (crate::TaskStatus::Cancelled, None),
+            ReleaseEnd::Timeout => (crate::TaskStatus::Failed, Some("timeout")),
+            ReleaseEnd::Failed => (crate::TaskStatus::Failed, None),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_release_end_parses_back_and_an_unknown_one_is_named() {
+        for end in super::ReleaseEnd::ALL {
+            assert_eq!(super::ReleaseEnd::parse(end.as_str()), Ok(end));
+        }
+        let e = super::ReleaseEnd::parse("oom").unwrap_err();
+        assert!(
+            e.starts_with("argument \"end\": unknown end state \"oom\""),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     fn spec() -> AdoptSpec {

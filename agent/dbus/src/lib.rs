@@ -16,7 +16,7 @@ mod task;
 
 use zbus::{proxy, zvariant::OwnedValue};
 
-pub use adopt::AdoptSpec;
+pub use adopt::{AdoptSpec, ReleaseEnd};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
@@ -162,6 +162,10 @@ pub trait Agent1 {
     fn adopt(&self, spec: Dict) -> zbus::Result<String>;
     /// Ends an adopted task: its clocks are restored and its energy recorded (admins).
     fn release(&self, id: &str) -> zbus::Result<()>;
+    /// `Release` telling how the job ended (`completed`, `cancelled`,
+    /// `timeout`, `failed`: see [`ReleaseEnd`]); an unknown end is
+    /// `InvalidArgument` naming it (admins).
+    fn release_with_end(&self, id: &str, end: &str) -> zbus::Result<()>;
     /// A task changed state.
     #[zbus(signal)]
     fn task_changed(&self, id: &str, state: &str) -> zbus::Result<()>;

@@ -18,7 +18,9 @@
 
 use gpu_agent_core::apps::{power_model, DEFAULT_APP};
 use gpu_agent_core::Input;
-use gpu_agent_dbus::{AdoptSpec, AgentError, SubmitSpec, TaskClocks, TaskInfo, TaskStatus};
+use gpu_agent_dbus::{
+    AdoptSpec, AgentError, ReleaseEnd, SubmitSpec, TaskClocks, TaskInfo, TaskStatus,
+};
 use gpu_agent_dvfs::{Options, Profile, Search};
 use gpu_agent_plugin_api::Clocks;
 
@@ -104,8 +106,14 @@ impl Engine {
         Ok(id)
     }
 
-    /// `Release`: ends adopted task `id`, restoring its clocks.
-    pub(super) fn release(&mut self, id: &str, round: &mut Round) -> Result<(), AgentError> {
+    /// `Release`: ends adopted task `id`, restoring its clocks, in the state
+    /// `end` maps to.
+    pub(super) fn release(
+        &mut self,
+        id: &str,
+        end: ReleaseEnd,
+        round: &mut Round,
+    ) -> Result<(), AgentError> {
         if !self.adopted.contains_key(id) {
             return Err(match self.lookup(id) {
                 Ok(_) => AgentError::NoSuchTask(format!(
@@ -114,7 +122,8 @@ impl Engine {
                 Err(e) => e,
             });
         }
-        self.end_adopted(id, None, round);
+        let (state, reason) = end.outcome();
+        self.end_adopted(id, state, reason.map(String::from), round);
         Ok(())
     }
 
@@ -123,7 +132,7 @@ impl Engine {
         let mut ids: Vec<String> = self.adopted.keys().cloned().collect();
         ids.sort();
         for id in ids {
-            self.end_adopted(&id, Some(reason.to_string()), round);
+            self.end_adopted(&id, TaskStatus::Succeeded, Some(reason.to_string()), round);
         }
     }
 
@@ -153,7 +162,7 @@ impl Engine {
                 },
             );
             let reason = "released on restart: its deadline passed while gpu-agentd was down";
-            self.end_adopted(&id, Some(reason.into()), round);
+            self.end_adopted(&id, TaskStatus::Succeeded, Some(reason.into()), round);
         }
     }
 
@@ -262,7 +271,13 @@ impl Engine {
 
     /// Ends adopted task `id` (succeeded; `reason` when the agent, not
     /// `Release`, ended it): energy, clocks, and its devices back.
-    fn end_adopted(&mut self, id: &str, reason: Option<String>, round: &mut Round) {
+    fn end_adopted(
+        &mut self,
+        id: &str,
+        state: TaskStatus,
+        reason: Option<String>,
+        round: &mut Round,
+    ) {
         let Some(run) = self.adopted.remove(id) else {
             return;
         };
@@ -272,14 +287,14 @@ impl Engine {
         let energy_mj =
             self.free_devices(&info.devices, &run.energy_at_start, run.clocks_set, round);
         let finished = TaskInfo {
-            state: TaskStatus::Succeeded,
+            state,
             finished: Some(self.time.unix_now()),
             energy_j: energy_mj.map(|mj| mj as f64 / 1000.0),
             reason,
             ..info
         };
         log::info!(
-            "task {id} ({}) released; GPU energy {}",
+            "task {id} ({}) released as {state}; GPU energy {}",
             finished.spec.external_id,
             finished
                 .energy_j
@@ -287,7 +302,7 @@ impl Engine {
         );
         round.notice(Notice::TaskChanged {
             id: id.to_string(),
-            state: TaskStatus::Succeeded,
+            state,
         });
         round.ops.push(Op::put(finished.clone()));
         let devices = finished.devices.clone();

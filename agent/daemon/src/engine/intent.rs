@@ -15,7 +15,7 @@
 //! lost to a failed write. A request its handler refused is replayed too, and
 //! meets the state it was refused in but for changes never acknowledged.
 
-use gpu_agent_dbus::{AdoptSpec, AgentError, ParamValue};
+use gpu_agent_dbus::{AdoptSpec, AgentError, ParamValue, ReleaseEnd};
 use serde::{Deserialize, Serialize};
 
 use super::mig_apply::{self, MigOptions, MigTarget};
@@ -45,6 +45,9 @@ pub(super) enum Intent {
     },
     Release {
         id: String,
+        /// Absent in intents stored before `ReleaseWithEnd`: `completed`.
+        #[serde(default)]
+        end: ReleaseEnd,
     },
     ApplyMig {
         /// Each GPU with its layout as text (`3g.20gb@0, 3g.20gb@4`).
@@ -108,7 +111,10 @@ impl Engine {
                 id: id.get_or_insert_with(|| self.store.next_id()).clone(),
                 spec: spec.clone(),
             },
-            Request::Release { id, .. } => Intent::Release { id: id.clone() },
+            Request::Release { id, end, .. } => Intent::Release {
+                id: id.clone(),
+                end: *end,
+            },
             Request::ApplyMig {
                 targets, options, ..
             } => Intent::ApplyMig {
@@ -149,8 +155,9 @@ impl Engine {
                 spec,
                 reply: nobody(),
             },
-            Intent::Release { id } => Request::Release {
+            Intent::Release { id, end } => Request::Release {
                 id,
+                end,
                 reply: nobody(),
             },
             Intent::ApplyMig { targets, options } => Request::ApplyMig {

@@ -200,6 +200,8 @@ pub enum Request {
     Release {
         /// Its id.
         id: String,
+        /// How its job ended.
+        end: gpu_agent_dbus::ReleaseEnd,
         /// Answered once its end is stored.
         reply: Reply<()>,
     },

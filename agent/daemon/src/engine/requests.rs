@@ -205,8 +205,8 @@ impl Engine {
                 let result = self.adopt(id, spec, round);
                 round.reply(reply, result);
             }
-            Request::Release { id, reply } => {
-                let result = self.release(&id, round);
+            Request::Release { id, end, reply } => {
+                let result = self.release(&id, end, round);
                 round.reply(reply, result);
             }
             Request::ApplyMig {
