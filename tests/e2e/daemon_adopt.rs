@@ -160,6 +160,11 @@ fn daemon_adopt_refusals_name_the_problem() {
         zbus::zvariant::Value::U32(1).try_into().unwrap(),
     );
     refused(dict, "InvalidArgument", "unknown key \"gpus\"");
+    // A deadline already past: the job cannot still run.
+    let mut late = job(&[1], "slurm:1", "default");
+    late.deadline = now() - 60.0;
+    refused(late.to_dict(), "InvalidArgument", "key \"deadline\"");
+    assert!(d.tasks().is_empty());
     refused(
         job(&[1], "slurm:1", "no-such-app").to_dict(),
         "InvalidArgument",
@@ -283,6 +288,25 @@ fn daemon_adopt_through_gpuctl() {
         released["energy_j"].as_f64().expect("energy_j") > 0.0,
         "{released}"
     );
+    // --deadline as a duration from now.
+    let out = success(&gpuctl(
+        &d,
+        &[
+            "adopt",
+            "--devices",
+            "2",
+            "--external-id",
+            "slurm:10",
+            "--owner-uid",
+            "1000",
+            "--deadline",
+            "2h",
+        ],
+    ));
+    let task = d.task(out.trim());
+    assert_eq!(task.state, TaskStatus::Running, "{task:?}");
+    let deadline = task.started.unwrap() + task.spec.deadline.unwrap();
+    assert!((deadline - now() - 7200.0).abs() < 60.0, "{task:?}");
     // A mistyped device list is refused before the daemon is asked.
     let bad = gpuctl(
         &d,

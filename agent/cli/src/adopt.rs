@@ -1,11 +1,13 @@
 //! `gpuctl adopt` and `gpuctl release`: work the agent did not place (a
 //! Slurm job), held on its GPUs at the active DVFS policy's clocks.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use anyhow::Result;
 use gpu_agent_dbus::{AdoptSpec, TaskInfo};
 
 use crate::client::{block_on, BusArgs, Client};
-use crate::emit;
+use crate::{emit, units};
 
 /// Adopt a job the agent did not place (admins): its GPUs take nothing else
 /// and run at the clocks the active DVFS policy picks for its app and
@@ -16,7 +18,7 @@ use crate::emit;
 /// prints the same id.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Example (a Slurm prolog):\n  gpuctl adopt --devices 0,1 --external-id slurm:$SLURM_JOB_ID --owner-uid $SLURM_JOB_UID --app resnet --deadline $(date -d '+2 hours' +%s)"
+    after_help = "Example (a Slurm prolog):\n  gpuctl adopt --devices 0,1 --external-id slurm:$SLURM_JOB_ID --owner-uid $SLURM_JOB_UID --app resnet --deadline $(date -d '+2 hours' +%s)\n  gpuctl adopt --devices 0 --external-id slurm:42 --owner-uid 1000 --deadline 2h"
 )]
 pub struct AdoptArgs {
     /// The GPU indices the job holds, comma-separated.
@@ -31,8 +33,10 @@ pub struct AdoptArgs {
     /// The job's DVFS application profile.
     #[arg(long, value_name = "NAME", default_value = "default")]
     app: String,
-    /// When the job must end, unix seconds (its time limit's end).
-    #[arg(long, value_name = "UNIX_TIME")]
+    /// When the job must end (its time limit's end): unix seconds
+    /// (1764300000), a duration from now (2h, 90m, 1h30m) or an RFC 3339
+    /// time in UTC (2026-11-28T06:00:00Z). One already past is refused.
+    #[arg(long, value_name = "WHEN", value_parser = parse_deadline)]
     deadline: f64,
     #[command(flatten)]
     bus: BusArgs,
@@ -62,6 +66,29 @@ pub struct ReleaseArgs {
     /// Print {"id": ..., "external_id": ..., "energy_j": ...}.
     #[arg(long)]
     json: bool,
+}
+
+/// `--deadline`: plain seconds are unix time (what a Slurm prolog passes),
+/// a number with units a duration from now, anything else RFC 3339.
+fn parse_deadline(text: &str) -> Result<f64, String> {
+    let s = text.trim();
+    if let Ok(unix) = s.parse::<f64>() {
+        return Ok(unix);
+    }
+    let since_epoch = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    };
+    if s.starts_with(|c: char| c.is_ascii_digit()) && !s.contains('-') {
+        let secs = units::parse_duration(s)?;
+        return Ok(since_epoch(SystemTime::now()) + secs);
+    }
+    humantime::parse_rfc3339(s).map(since_epoch).map_err(|e| {
+        format!(
+            "expected unix seconds, a duration such as 2h or 90m, or an RFC 3339 time in UTC such as 2026-11-28T06:00:00Z, got {text:?} ({e})"
+        )
+    })
 }
 
 /// `gpuctl adopt`.
@@ -115,5 +142,27 @@ pub fn release(args: ReleaseArgs) -> Result<()> {
             "released {} ({}) as {}: GPU energy {energy}\n",
             task.id, task.spec.external_id, task.state
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use super::parse_deadline;
+
+    #[test]
+    fn a_deadline_is_unix_seconds_a_duration_from_now_or_an_rfc_3339_time() {
+        assert_eq!(parse_deadline("1764300000"), Ok(1_764_300_000.0));
+        assert_eq!(parse_deadline("2026-11-28T06:00:00Z"), Ok(1_795_845_600.0));
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let in_90m = parse_deadline("90m").unwrap();
+        assert!((in_90m - now - 5400.0).abs() < 60.0, "{in_90m} vs {now}");
+        let e = parse_deadline("tomorrow").unwrap_err();
+        assert!(e.contains("got \"tomorrow\""), "{e}");
+        assert!(parse_deadline("2h30").is_err());
     }
 }

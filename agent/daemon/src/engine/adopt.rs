@@ -57,6 +57,14 @@ impl Engine {
                 )))
             };
         }
+        let now = self.time.unix_now();
+        if spec.deadline <= now {
+            return Err(AgentError::InvalidArgument(format!(
+                "key \"deadline\": {} is {:.0} s in the past; an adopted job's deadline is the end of its time limit, ahead of now",
+                spec.deadline,
+                now - spec.deadline
+            )));
+        }
         for &d in &spec.devices {
             self.check_free(d)?;
         }
@@ -67,7 +75,6 @@ impl Engine {
                 self.apps.names().join(", ")
             )));
         }
-        let now = self.time.unix_now();
         let window = spec.deadline - now;
         let mut task = SubmitSpec::new(window.max(1.0), 0.0, window.max(0.0), 1.0);
         task.gpus = spec.devices.len() as u32;
