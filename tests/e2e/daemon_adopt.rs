@@ -280,7 +280,25 @@ fn daemon_adopt_through_gpuctl() {
         .expect("id")
         .to_string();
     let tasks = success(&gpuctl(&d, &["tasks"]));
-    assert!(tasks.contains("slurm:9") && tasks.contains(&id), "{tasks}");
+    assert!(
+        tasks.contains("slurm:9") && tasks.contains(&id) && tasks.contains("running (adopted)"),
+        "{tasks}"
+    );
+    // gpuctl task shows the job as adopted, with no workload of the agent's.
+    let shown = success(&gpuctl(&d, &["task", &id]));
+    let adopted = shown
+        .lines()
+        .find(|l| l.starts_with("adopted "))
+        .unwrap_or_else(|| panic!("no adopted row: {shown}"));
+    assert!(adopted.contains("slurm:9"), "{shown}");
+    assert!(
+        shown.contains("BlackScholes") && shown.contains("core "),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("workload") && !shown.contains("simulated"),
+        "{shown}"
+    );
     let out = success(&gpuctl(&d, &["release", &id, "--json"]));
     let released: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(released["external_id"], "slurm:9");

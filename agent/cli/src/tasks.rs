@@ -449,10 +449,15 @@ pub(crate) fn tasks_table(
             ),
             None => (time(t.started), or_dash(&devices.join(","))),
         };
+        let state = if t.spec.external_id.is_empty() {
+            t.state.to_string()
+        } else {
+            format!("{} (adopted)", t.state)
+        };
         table.row(vec![
             t.id.clone(),
             or_dash(&t.spec.name),
-            t.state.to_string(),
+            state,
             owner(t.owner_uid),
             time(Some(t.submitted)),
             started,
@@ -581,6 +586,21 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
         }
         None => "- (never late)".into(),
     };
+    if !s.external_id.is_empty() {
+        // An outside scheduler's job: no workload, command or queue of ours.
+        rows.extend([
+            (
+                "adopted",
+                format!(
+                    "{} (placed by an outside scheduler; gpuctl release ends it)",
+                    s.external_id
+                ),
+            ),
+            ("deadline", deadline),
+            ("app", s.app.clone()),
+        ]);
+        return two_columns(rows);
+    }
     rows.extend([
         ("workload", format!("{} work units", s.workload)),
         ("memory", format!("{} GB per device", s.mem_gb)),
@@ -654,6 +674,11 @@ fn task_text(t: &TaskInfo, clock: &Clock, owner: impl Fn(u32) -> String) -> Stri
     };
     rows.push(("env", env));
     rows.push(("requeue", if s.requeue { "yes" } else { "no" }.into()));
+    two_columns(rows)
+}
+
+/// Key-value rows as two aligned columns.
+fn two_columns(rows: Vec<(&str, String)>) -> String {
     let mut table = Table::new(&[Align::Left, Align::Left]);
     for (key, value) in rows {
         table.row(vec![key.to_string(), value]);
@@ -730,6 +755,26 @@ mod tests {
             clocks: None,
             waiting: None,
         }
+    }
+
+    #[test]
+    fn an_adopted_job_shows_as_adopted_without_a_workload() {
+        let mut t = done();
+        t.spec = SubmitSpec::new(600.0, 0.0, 600.0, 1.0);
+        t.spec.external_id = "slurm:4242".into();
+        t.spec.name = "slurm:4242".into();
+        t.spec.app = "BlackScholes".into();
+        let text = task_text(&t, &clock(), name);
+        assert!(
+            text.contains("adopted    slurm:4242 (placed by an outside scheduler"),
+            "{text}"
+        );
+        assert!(text.contains("app        BlackScholes"), "{text}");
+        for absent in ["workload", "simulated", "command", "runtimes"] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
+        let table = tasks_table(&[t], &clock(), name);
+        assert!(table.contains("succeeded (adopted)"), "{table}");
     }
 
     fn name(uid: u32) -> String {
