@@ -161,6 +161,20 @@ impl AgentService {
     async fn roles(&self, conn: &Connection, header: &Header<'_>) -> Result<Roles, AgentError> {
         self.auth.roles(conn, header).await
     }
+
+    /// `Release` and `ReleaseWithEnd`: ends adopted task `id` as `end`.
+    async fn release_as(
+        &self,
+        id: String,
+        end: ReleaseEnd,
+        conn: &Connection,
+        header: &Header<'_>,
+    ) -> Result<(), AgentError> {
+        self.roles(conn, header)
+            .await?
+            .require_admin("release external tasks")?;
+        self.ask(|reply| Request::Release { id, end, reply }).await
+    }
 }
 
 /// Refuses a working directory user `uid` cannot enter, by entering it as
@@ -541,15 +555,8 @@ impl AgentService {
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
     ) -> Result<(), AgentError> {
-        self.roles(conn, &header)
-            .await?
-            .require_admin("release external tasks")?;
-        self.ask(|reply| Request::Release {
-            id,
-            end: ReleaseEnd::Completed,
-            reply,
-        })
-        .await
+        self.release_as(id, ReleaseEnd::Completed, conn, &header)
+            .await
     }
 
     /// `Release` telling how the job ended: `completed` (`succeeded`),
@@ -562,11 +569,8 @@ impl AgentService {
         #[zbus(connection)] conn: &Connection,
         #[zbus(header)] header: Header<'_>,
     ) -> Result<(), AgentError> {
-        self.roles(conn, &header)
-            .await?
-            .require_admin("release external tasks")?;
         let end = ReleaseEnd::parse(&end).map_err(AgentError::InvalidArgument)?;
-        self.ask(|reply| Request::Release { id, end, reply }).await
+        self.release_as(id, end, conn, &header).await
     }
 
     /// A task changed state.

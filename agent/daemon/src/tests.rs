@@ -156,6 +156,18 @@ async fn serve_both_on(
 }
 
 /// (id, state) of every stored task, read beside the running daemon.
+/// Stops the engine on `tx` and waits for its `thread` to end.
+async fn stop(tx: std::sync::mpsc::Sender<Request>, thread: std::thread::JoinHandle<()>) {
+    let (reply, stopped) = oneshot::channel();
+    tx.send(Request::Stop { reply }).unwrap();
+    stopped.await.unwrap();
+    drop(tx);
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 fn stored(dir: &Path) -> Vec<(String, String)> {
     let db = rusqlite::Connection::open(dir.join(super::store::DB_FILE)).unwrap();
     let mut stmt = db
@@ -335,14 +347,7 @@ async fn requests_after_a_stop_in_the_same_round_are_refused() {
     .unwrap();
     assert_eq!(submitted.await.unwrap().unwrap(), "t1");
     assert_eq!(stored(dir.path()), [("t1".into(), "running".into())]);
-    let (reply, stopped) = oneshot::channel();
-    tx.send(Request::Stop { reply }).unwrap();
-    stopped.await.unwrap();
-    drop(tx);
-    tokio::task::spawn_blocking(move || thread.join())
-        .await
-        .unwrap()
-        .unwrap();
+    stop(tx, thread).await;
     assert_eq!(stored(dir.path()), [("t1".into(), "queued".into())]);
 
     // The second run starts it again on restore, before it reads a request;
@@ -580,7 +585,8 @@ async fn settled(
 /// after another on its GPU: the GPU is then laid out as first-fit
 /// decreasing places it and asserts true (only the other GPUs, which no
 /// entry selects, differ). The A100-40GB over profiles 19, 14, 9, 5, 0 has
-/// mig.md §2.4's 14 configurations.
+/// the 14 maximal configurations
+/// `every_maximal_a100_layout_places_on_the_mock_and_asserts` applies.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_maximal_configuration_of_every_mig_model_applies_through_apply_mig_config() {
     use gpu_agent_core::catalogue::CATALOGUE;
@@ -1105,14 +1111,7 @@ async fn stored_requests_whose_changes_were_never_written_are_carried_out_at_sta
     tx.send(Request::Census { reply }).unwrap();
     assert_eq!(census.await.unwrap().health, ["ok", "drained"]);
     assert_eq!(stored(dir.path()), [("t7".into(), "running".into())]);
-    let (reply, stopped) = oneshot::channel();
-    tx.send(Request::Stop { reply }).unwrap();
-    stopped.await.unwrap();
-    drop(tx);
-    tokio::task::spawn_blocking(move || thread.join())
-        .await
-        .unwrap()
-        .unwrap();
+    stop(tx, thread).await;
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.intents().unwrap(), []);
 }
