@@ -29,11 +29,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // rule.
     ("gpu-agent-dvfs", &["gpu-agent-plugin-api"]),
     ("gpu-agent-eft-rule", &["gpu-agent-plugin-api"]),
+    // FIFO order: the fifo policy's rule and the core's built-in fallback.
+    ("gpu-agent-fifo-rule", &["gpu-agent-plugin-api"]),
     (
         "gpu-agent-sa-search",
         &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
     ),
-    ("gpu-agent-policy-fifo", &["gpu-agent-plugin-api"]),
+    (
+        "gpu-agent-policy-fifo",
+        &["gpu-agent-plugin-api", "gpu-agent-fifo-rule"],
+    ),
     (
         "gpu-agent-policy-greedy-eft",
         &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
@@ -64,7 +69,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "gpu-agent-plugin-api",
             "gpu-agent-catalogue",
-            "gpu-agent-policy-fifo",
+            "gpu-agent-fifo-rule",
         ],
     ),
     ("gpu-agent-backend", MIDDLE),
@@ -92,7 +97,7 @@ const MIDDLE: &[&str] = &[
     "gpu-agent-plugin-api",
     "gpu-agent-catalogue",
     "gpu-agent-migplan",
-    "gpu-agent-policy-fifo",
+    "gpu-agent-fifo-rule",
     "gpu-agent-core",
 ];
 
@@ -101,7 +106,7 @@ const TOP: &[&str] = &[
     "gpu-agent-dvfs",
     "gpu-agent-plugin-api",
     "gpu-agent-catalogue",
-    "gpu-agent-policy-fifo",
+    "gpu-agent-fifo-rule",
     "gpu-agent-core",
     "gpu-agent-backend",
     "gpu-agent-dbus",
@@ -125,6 +130,11 @@ const SANS_IO: &[&str] = &["gpu-agent-core", "gpu-agent-catalogue"];
 
 /// The crates that may know D-Bus (design.md, invariant 5).
 const DBUS_AWARE: &[&str] = &["gpu-agent-dbus", "gpu-agent-daemon", "gpu-agent-cli"];
+
+/// The prefix of the policy plugins' crates: `cdylib`s the agent loads at
+/// run time, which no other crate links (their root-module symbols would
+/// clash; a rule two users share lives in `plugins/lib`).
+const PLUGIN: &str = "gpu-agent-policy-";
 
 /// A workspace crate's direct dependencies: (name, whether it is a
 /// workspace crate).
@@ -183,6 +193,11 @@ fn violations(graph: &Graph) -> Vec<String> {
             if *internal && !may.contains(&dep.as_str()) {
                 found.push(format!("{krate} -> {dep}: an arrow against the layers"));
             }
+            if *internal && dep.starts_with(PLUGIN) {
+                found.push(format!(
+                    "{krate} -> {dep}: a plugin is loaded, never linked"
+                ));
+            }
             if SANS_IO.contains(&krate.as_str())
                 && !internal
                 && !CORE_EXTERNAL.contains(&dep.as_str())
@@ -223,6 +238,7 @@ fn a_wrong_arrow_is_caught() {
     add("gpu-agent-core", "gpu-agent-loader");
     add("gpu-agent-cli", "gpu-agent-daemon");
     add("gpu-agent-sim", "gpu-agent-backend");
+    add("gpu-agent-core", "gpu-agent-policy-fifo");
     graph
         .get_mut("gpu-agent-sim")
         .expect("sim")
@@ -242,6 +258,8 @@ fn a_wrong_arrow_is_caught() {
             "gpu-agent-catalogue -> libc: the sans-IO crates use no crate but [\"serde\"]",
             "gpu-agent-cli -> gpu-agent-daemon: an arrow against the layers",
             "gpu-agent-core -> gpu-agent-loader: an arrow against the layers",
+            "gpu-agent-core -> gpu-agent-policy-fifo: an arrow against the layers",
+            "gpu-agent-core -> gpu-agent-policy-fifo: a plugin is loaded, never linked",
             "gpu-agent-core -> log: the sans-IO crates use no crate but [\"serde\"]",
             "gpu-agent-new: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)",
             "gpu-agent-sim -> gpu-agent-backend: an arrow against the layers",

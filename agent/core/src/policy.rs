@@ -3,8 +3,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use gpu_agent_fifo_rule::Fifo;
 use gpu_agent_plugin_api::{guard, PolicyBox};
-use gpu_agent_policy_fifo::Fifo;
 
 /// A running policy object and the name it was selected by.
 pub struct PolicyInstance {
