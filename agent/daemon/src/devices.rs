@@ -6,13 +6,110 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zbus::{object_server::InterfaceRef, Connection};
+use zbus::{interface, object_server::InterfaceRef, Connection};
 
 use super::layout::Target;
-use super::service::DeviceObject;
 use gpu_agent_backend::{ClockDomain, GpuBackend};
 use gpu_agent_core::host::{DeviceSpec, Partition};
 use gpu_agent_dbus::{device_path, mig_device_path, DeviceStatus};
+
+/// One device object; its readings are refreshed by the sampler.
+pub struct DeviceObject {
+    /// The properties.
+    pub status: DeviceStatus,
+}
+
+#[interface(name = "org.gpuagent.Device1")]
+impl DeviceObject {
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn index(&self) -> u32 {
+        self.status.index
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn uuid(&self) -> String {
+        self.status.uuid.clone()
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn name(&self) -> String {
+        self.status.name.clone()
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn memory_gb(&self) -> f64 {
+        self.status.memory_gb
+    }
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn speed(&self) -> f64 {
+        self.status.speed
+    }
+    #[zbus(property)]
+    async fn core_clock_mhz(&self) -> u32 {
+        self.status.core_clock_mhz
+    }
+    #[zbus(property)]
+    async fn mem_clock_mhz(&self) -> u32 {
+        self.status.mem_clock_mhz
+    }
+    #[zbus(property)]
+    async fn power_w(&self) -> f64 {
+        self.status.power_w
+    }
+    #[zbus(property)]
+    async fn energy_j(&self) -> f64 {
+        self.status.energy_j
+    }
+    #[zbus(property)]
+    async fn utilization(&self) -> f64 {
+        self.status.utilization
+    }
+    #[zbus(property)]
+    async fn memory_used_gb(&self) -> f64 {
+        self.status.memory_used_gb
+    }
+    #[zbus(property)]
+    async fn temperature_c(&self) -> f64 {
+        self.status.temperature_c
+    }
+    #[zbus(property)]
+    async fn mig_enabled(&self) -> bool {
+        self.status.mig_enabled
+    }
+    #[zbus(property)]
+    async fn current_task(&self) -> String {
+        self.status.current_task.clone()
+    }
+    /// Whether it takes work.
+    #[zbus(property)]
+    async fn online(&self) -> bool {
+        self.status.online
+    }
+    /// `ok`, `drained`, `lost`, `xid N: what`, `mig` or `retired`.
+    #[zbus(property)]
+    async fn health(&self) -> String {
+        self.status.health.clone()
+    }
+    /// Whether it can take work at all (a GPU split into MIG instances
+    /// cannot; its instances can).
+    #[zbus(property)]
+    async fn schedulable(&self) -> bool {
+        self.status.schedulable
+    }
+    /// A MIG instance's GPU; a GPU's own index.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn parent(&self) -> u32 {
+        self.status.parent
+    }
+    /// A MIG instance's GPU-instance profile; `""` for a GPU.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn mig_profile(&self) -> String {
+        self.status.mig_profile.clone()
+    }
+    /// A MIG instance's (first memory slice, memory slices); `(0, 0)` for a
+    /// GPU.
+    #[zbus(property(emits_changed_signal = "const"))]
+    async fn mig_placement(&self) -> (u32, u32) {
+        self.status.mig_placement
+    }
+}
 
 /// Bytes per GiB.
 const GIB: f64 = (1u64 << 30) as f64;

@@ -4,7 +4,7 @@
 //!
 //! Every scrape reads the GPUs through the backend and asks the engine for
 //! its task counts, so readings are never older than the scrape; the
-//! histograms and counters ([`Telemetry`]) are kept by the parts that see the
+//! histograms and counters ([`Telemetry`], `telemetry.rs`) are kept by the parts that see the
 //! events (the bus service times `Submit`, the engine times the policy's
 //! decisions and counts its faults). Names follow Prometheus conventions:
 //! the `gpu_agent_` prefix, base units as suffixes, `_total` counters. See
@@ -16,41 +16,17 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::devices;
 use crate::engine::{Census, Request};
+use crate::telemetry::Telemetry;
 use gpu_agent_backend::GpuBackend;
 use gpu_agent_core::host::{DeviceSpec, Partition};
-
-/// The histograms and counters kept between scrapes.
-#[derive(Clone)]
-pub struct Telemetry {
-    /// Time from a `Submit` call to its answer, seconds.
-    pub submit_seconds: Histogram,
-    /// Time the core (and the policy in it) takes per event, seconds.
-    pub decision_seconds: Histogram,
-    /// Policy faults (each switches to the built-in FIFO).
-    pub policy_faults: Counter,
-}
-
-impl Default for Telemetry {
-    fn default() -> Telemetry {
-        Telemetry {
-            // 50 µs .. ~1.6 s.
-            submit_seconds: Histogram::new(exponential_buckets(5e-5, 2.0, 16)),
-            // 1 µs .. ~33 ms.
-            decision_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 16)),
-            policy_faults: Counter::default(),
-        }
-    }
-}
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;

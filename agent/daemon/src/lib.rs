@@ -22,6 +22,7 @@ pub mod policy_thread;
 pub mod service;
 pub mod store;
 mod supervise;
+pub mod telemetry;
 pub mod test_hooks;
 
 use std::future::Future;
@@ -33,6 +34,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use zbus::{connection, fdo::ObjectManager, object_server::InterfaceRef, Connection};
 
 use config::{Bus, Config, Source};
+use devices::DeviceObject;
 use engine::{Engine, EngineError, Notice, Request, Setup, Timebase};
 use gpu_agent_backend::{
     mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend, ModelledLoad,
@@ -48,7 +50,7 @@ use gpu_agent_loader::{PluginError, Registry};
 use gpu_agent_sim::input::InputError;
 use layout::Target;
 use mig::MigView;
-use service::{AgentService, DeviceObject};
+use service::AgentService;
 use store::{Store, StoreError};
 
 /// Why the daemon could not start.
@@ -233,7 +235,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         bus: bus_name,
         source: Box::new(source),
     };
-    let telemetry = exporter::Telemetry::default();
+    let telemetry = telemetry::Telemetry::default();
     // Task output without an output file: here, else (systemd) the journal.
     let log_dir = (!options.journal).then(|| cfg.state_dir.join("logs"));
     let agent = AgentService::new(
