@@ -6,7 +6,8 @@
 //! plugin-api <- catalogue <- core <- {backend, dbus, sim, loader, migconfig} <- {daemon, cli}
 //! ```
 //!
-//! `manual` (clap pages) stands apart and serves both binaries; the policy
+//! The binaries' crates are libraries with a `main.rs` that declares no
+//! module. `manual` (clap pages) stands apart and serves both binaries; the policy
 //! plugins see plugin-api and the plain libraries only (the policy
 //! libraries, the catalogue and the MIG planner over it). A new crate
 //! fails here until it is given a place below.
@@ -117,6 +118,11 @@ const TOP: &[&str] = &[
     "gpu-agent-migplan",
 ];
 
+/// The crates of the binaries: each is a library, and its binaries' `main.rs`
+/// declare no module of their own, so that every part is in the library,
+/// with its tests.
+const THIN_BINARIES: &[&str] = &["gpu-agent-daemon", "gpu-agent-cli"];
+
 /// The test crate, which may use everything.
 const TESTS: &str = "gpu-agent-tests";
 
@@ -140,8 +146,8 @@ const PLUGIN: &str = "gpu-agent-policy-";
 /// workspace crate).
 type Graph = BTreeMap<String, Vec<(String, bool)>>;
 
-/// The workspace's crates and their direct dependencies, from `cargo metadata`.
-fn workspace_graph() -> Graph {
+/// `cargo metadata` of the workspace, without its dependencies.
+fn metadata() -> Value {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["metadata", "--format-version", "1", "--no-deps"])
@@ -152,7 +158,12 @@ fn workspace_graph() -> Graph {
         "cargo metadata failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON")
+}
+
+/// The workspace's crates and their direct dependencies, from `cargo metadata`.
+fn workspace_graph() -> Graph {
+    let meta = metadata();
     let packages = meta["packages"].as_array().expect("packages");
     let members: BTreeSet<&str> = packages
         .iter()
@@ -266,4 +277,34 @@ fn a_wrong_arrow_is_caught() {
             "gpu-agent-sim -> zbus: only [\"gpu-agent-dbus\", \"gpu-agent-daemon\", \"gpu-agent-cli\"] know D-Bus",
         ]
     );
+}
+
+#[test]
+fn the_binaries_are_thin_over_their_libraries() {
+    let meta = metadata();
+    let packages = meta["packages"].as_array().expect("packages");
+    for krate in THIN_BINARIES {
+        let package = packages
+            .iter()
+            .find(|p| p["name"] == *krate)
+            .unwrap_or_else(|| panic!("{krate} is not in the workspace"));
+        let targets = package["targets"].as_array().expect("targets");
+        let kinds = |t: &Value| t["kind"].as_array().expect("kind").clone();
+        assert!(
+            targets.iter().any(|t| kinds(t).contains(&"lib".into())),
+            "{krate} has no library"
+        );
+        for bin in targets.iter().filter(|t| kinds(t).contains(&"bin".into())) {
+            let path = bin["src_path"].as_str().expect("src_path");
+            let text = std::fs::read_to_string(path).expect("read the binary's source");
+            let modules: Vec<&str> = text
+                .lines()
+                .filter(|l| l.starts_with("mod ") || l.starts_with("pub mod "))
+                .collect();
+            assert!(
+                modules.is_empty(),
+                "{path} declares {modules:?}: move them into {krate}'s library"
+            );
+        }
+    }
 }

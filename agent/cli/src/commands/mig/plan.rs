@@ -13,7 +13,7 @@ use gpu_agent_migplan::{solve, Algorithm, Outcome, PlanError, Problem};
 use gpu_agent_sim::atomic::AtomicFile;
 use serde::Serialize;
 
-use crate::emit_json;
+use crate::output::emit_json;
 use crate::table::{Align, Table};
 
 const PLAN_EXAMPLE: &str = "Examples:\n  gpuctl mig plan examples/mig-plan.toml\n  gpuctl mig plan examples/mig-plan.toml --algorithm greedy --json\n  gpuctl mig plan examples/mig-plan.toml --out-config plan.yaml --out-assignment plan.csv\n  gpuctl mig apply -f plan.yaml -c plan";
@@ -160,7 +160,7 @@ pub fn plan(args: PlanArgs) -> Result<()> {
     if args.json {
         return emit_json(&outcome.summary(&problem));
     }
-    crate::emit(&report(&problem, &outcome))?;
+    crate::output::emit(&report(&problem, &outcome))?;
     for (path, _) in files {
         eprintln!("wrote {}", path.display());
     }

@@ -1,5 +1,7 @@
 //! `gpuctl trace import`: convert public workloads into a host and a trace.
 
+mod gen;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -7,7 +9,7 @@ use clap::Subcommand;
 use gpu_agent_sim::import::{alibaba, sos, Conversion};
 use serde::Serialize;
 
-use crate::emit_json;
+use crate::output::emit_json;
 
 /// Work with workload traces.
 #[derive(clap::Args)]
@@ -19,7 +21,7 @@ pub struct Args {
 #[derive(Subcommand)]
 enum Command {
     Import(ImportArgs),
-    Gen(crate::trace_gen::GenArgs),
+    Gen(gen::GenArgs),
 }
 
 /// Convert a public workload into a host description (formats.md §2) and a
@@ -190,7 +192,7 @@ fn sos_rules() -> String {
 pub fn run(args: Args) -> Result<()> {
     let import = match args.command {
         Command::Import(import) => import,
-        Command::Gen(gen) => return crate::trace_gen::run(gen),
+        Command::Gen(gen) => return gen::run(gen),
     };
     match import.format {
         Format::Alibaba(args) => {

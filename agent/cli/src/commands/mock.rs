@@ -4,7 +4,7 @@ use anyhow::Result;
 use gpu_agent_dbus::Mock1Proxy;
 
 use crate::client::{block_on, BusArgs, Client};
-use crate::emit;
+use crate::output::emit;
 
 /// Inject faults into the mock GPUs of a daemon started with `--mock`.
 ///

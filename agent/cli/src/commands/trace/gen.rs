@@ -10,7 +10,7 @@ use gpu_agent_sim::dvfs_paper::{generate, Mode, PAIRS};
 use gpu_agent_sim::paper_cluster::{files, Layout};
 use serde::Serialize;
 
-use crate::emit_json;
+use crate::output::emit_json;
 
 /// Generate a host, a trace and its DVFS profiles.
 #[derive(clap::Args)]

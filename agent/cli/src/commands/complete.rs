@@ -6,15 +6,15 @@
 use anyhow::Result;
 use gpu_agent_dbus::TaskStatus;
 
+use super::tasks::task;
 use crate::client::{block_on, BusArgs, Client};
-use crate::emit;
-use crate::tasks::task;
+use crate::output::emit;
 
 /// Print task ids or policy names of the running daemon, one a line (for
 /// the completion scripts).
 #[derive(clap::Args)]
 #[command(hide = true)]
-pub struct CompleteArgs {
+pub struct Args {
     /// What to list.
     what: What,
     #[command(flatten)]
@@ -33,7 +33,7 @@ enum What {
 }
 
 /// Runs `gpuctl complete`.
-pub fn complete(args: CompleteArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<()> {
     let words = block_on(async {
         let client = Client::connect(&args.bus).await?;
         let agent = &client.agent;

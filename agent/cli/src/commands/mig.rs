@@ -1,5 +1,7 @@
 //! `gpuctl mig`: MIG layouts in NVIDIA mig-parted's v1 format (mig.md §3, §6.2).
 
+mod plan;
+
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -8,8 +10,8 @@ use gpu_agent_dbus::{AgentError, MigLayout};
 use gpu_agent_migconfig::{self as migconfig, HostGpu, MigConfigFile};
 
 use crate::client::{block_on, BusArgs, Client, Failure};
+use crate::output::{emit, emit_json};
 use crate::table::{Align, Table};
-use crate::{emit, emit_json};
 
 /// Show, export and check the GPUs' MIG layouts; plan them.
 ///
@@ -32,7 +34,7 @@ enum MigCommand {
     Cancel(CancelArgs),
     Export(ExportArgs),
     Assert(AssertArgs),
-    Plan(crate::mig_plan::PlanArgs),
+    Plan(plan::PlanArgs),
 }
 
 /// Print each GPU's MIG mode and instances.
@@ -164,7 +166,7 @@ pub fn run(args: Args) -> Result<()> {
         MigCommand::Cancel(a) => cancel(a),
         MigCommand::Export(a) => export(a),
         MigCommand::Assert(a) => assert(a),
-        MigCommand::Plan(a) => crate::mig_plan::plan(a),
+        MigCommand::Plan(a) => plan::plan(a),
     }
 }
 

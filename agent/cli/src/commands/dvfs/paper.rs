@@ -12,7 +12,7 @@ use gpu_agent_sim::atomic::AtomicFile;
 use gpu_agent_sim::dvfs_paper::{generate, Mode};
 use serde::Serialize;
 
-use crate::emit_json;
+use crate::output::emit_json;
 use crate::table::{Align, Table};
 
 const EXAMPLE: &str = "Examples (the paper's offline rows, l = 1, U = 1.0 and l = 16, U = 1.6; an online run):\n  gpuctl dvfs paper --gpus-per-server 1 --util 1.0 --sets 20 --compat\n  gpuctl dvfs paper --gpus-per-server 16 --util 1.6 --theta 1 --sets 20 --compat --json\n  gpuctl dvfs paper --mode online --gpus-per-server 16 --util 1.6 --sets 1 --schedule tasks.csv";
@@ -306,7 +306,7 @@ pub fn run(args: PaperArgs) -> Result<()> {
             format!("{:.1}", m.readjusted),
         ]);
     }
-    crate::emit(&format!(
+    crate::output::emit(&format!(
         "{} {}, {} tasks on 2048 pairs in servers of {}, theta {}, {} search{}; mean of {} sets:\n{}saving {:.1}%\n",
         algo_name,
         report.mode,

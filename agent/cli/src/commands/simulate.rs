@@ -17,8 +17,9 @@ use gpu_agent_sim::{self as sim, schedule, MigChange, Outcome, SchedulingTime};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::output::{emit, emit_json};
+use crate::plot;
 use crate::table::{metrics_table, Table};
-use crate::{emit, emit_json, plot};
 
 /// Traces of at least this many bytes are read while the first replay runs
 /// (`read_and_replay`; about 25,000 rows). A smaller one is read in a few

@@ -9,13 +9,14 @@ use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 use gpu_agent_dbus::{DeviceStatus, TaskInfo, TaskStatus};
 
-use crate::agent::fetch_devices;
+use super::devices::fetch_devices;
+use super::tasks::{task, tasks_table, user_name};
 use crate::client::{block_on, BusArgs, Client};
 use crate::clock::Clock;
 use crate::colour::{self, Tone};
+use crate::output::emit;
 use crate::table::{Align, Table};
-use crate::tasks::{task, tasks_table, user_name};
-use crate::{emit, units};
+use crate::units;
 
 /// Watch the devices and the queues live: clocks, power, utilisation,
 /// memory used, temperature, health and task of each device, and every task
@@ -25,7 +26,7 @@ use crate::{emit, units};
 /// green, failed or late ones red (on a terminal, unless NO_COLOR is set).
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  gpuctl top\n  gpuctl top --interval 5s\n  gpuctl top --once")]
-pub struct TopArgs {
+pub struct Args {
     /// Print one frame and exit (no terminal needed).
     #[arg(long)]
     once: bool,
@@ -78,7 +79,7 @@ async fn fetch(client: &Client) -> Result<Frame> {
 }
 
 /// Runs `gpuctl top`.
-pub fn top(args: TopArgs) -> Result<()> {
+pub fn run(args: Args) -> Result<()> {
     let colour = colour::enabled();
     block_on(async {
         let client = Client::connect(&args.bus).await?;

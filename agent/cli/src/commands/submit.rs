@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use gpu_agent_dbus::SubmitSpec;
 
 use crate::client::{block_on, BusArgs, Client};
-use crate::emit;
+use crate::output::emit;
 use crate::units::parse_duration;
 
 /// Queue a task on gpu-agentd and print its id.

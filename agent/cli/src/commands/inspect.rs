@@ -9,7 +9,7 @@ use gpu_agent_backend::mock::{MockBackend, SystemClock};
 use gpu_agent_backend::nvml::NvmlBackend;
 use gpu_agent_backend::{ClockReadings, GpuBackend, Snapshot};
 
-use crate::{emit, emit_json};
+use crate::output::{emit, emit_json};
 
 /// Read what the GPUs report (inventory, clocks, power, energy, MIG) straight
 /// from the driver, without the daemon. Reads only: changes nothing.

@@ -1,6 +1,8 @@
 //! `gpuctl dvfs`: fit application profiles to measurements, and show the
 //! clocks Algorithm 1 chooses (dvfs-energy.md §1, §2).
 
+mod paper;
+
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use gpu_agent_sim::atomic::AtomicFile;
 use gpu_agent_sim::input::measurements::{self, Bases};
 use serde::Serialize;
 
-use crate::emit_json;
+use crate::output::emit_json;
 use crate::table::{Align, Table};
 
 /// Fit DVFS application profiles and study the clocks they lead to.
@@ -28,7 +30,7 @@ pub struct Args {
 enum Command {
     Fit(FitArgs),
     Show(ShowArgs),
-    Paper(crate::dvfs_paper::PaperArgs),
+    Paper(paper::PaperArgs),
 }
 
 const FIT_EXAMPLE: &str = "Example (the GTX 1080 Ti measurements of the DVFS paper):\n  gpuctl dvfs fit gtx1080ti-dvfs-measurements.csv --base-core 1800 --base-mem 5000 --out gtx1080ti.toml";
@@ -171,7 +173,7 @@ fn run_fit(args: FitArgs) -> Result<()> {
         format!("{:.2}%", 100.0 * report.mean_mape_time),
         format!("{:.2}%", 100.0 * report.mean_mape_power),
     ]);
-    crate::emit(&table.render())?;
+    crate::output::emit(&table.render())?;
     eprintln!(
         "gpuctl: wrote {} profiles ({}, d and t0 in {}) to {}",
         report.apps.len(),
@@ -489,7 +491,7 @@ fn run_show(args: ShowArgs) -> Result<()> {
     }
     text.push_str("Least energy under a time bound (relative to default clocks):\n");
     text.push_str(&table.render());
-    crate::emit(&text)
+    crate::output::emit(&text)
 }
 
 /// Runs `gpuctl dvfs`.
@@ -497,7 +499,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.command {
         Command::Fit(a) => run_fit(a),
         Command::Show(a) => run_show(a),
-        Command::Paper(a) => crate::dvfs_paper::run(a),
+        Command::Paper(a) => paper::run(a),
     }
 }
 
