@@ -8,7 +8,9 @@
 //!
 //! Plugin authors implement [`PolicyImpl`], a plain Rust trait, and export it with
 //! [`export_policy!`]; [`guard`] turns any panic inside the policy into an error
-//! at the boundary so that the agent can fall back to FIFO order.
+//! at the boundary so that the agent can fall back to FIFO order. On the
+//! agent's side, [`instance::PolicyInstance`] is a policy object with the name
+//! it was selected by, as the loader makes it and the core runs it.
 //!
 //! Evolution: [`Event`] and [`Decision`] are non-exhaustive across the ABI, so new
 //! kinds of events and decisions can be added without breaking old plugins (an
@@ -32,6 +34,8 @@ use abi_stable::{
 };
 
 pub use abi_stable;
+
+pub mod instance;
 
 /// The boundary's own version, checked by the agent at load time in addition to
 /// abi_stable's layout and crate-version checks.

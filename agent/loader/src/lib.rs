@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use abi_stable::library::{lib_header_from_path, LibraryError};
-use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_plugin_api::instance::PolicyInstance;
 use gpu_agent_plugin_api::{
     abi_stable::std_types::RSlice, check_params, Param, ParamInfo, PolicyModRef, ABI_VERSION,
 };

@@ -9,7 +9,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_saphyr::{FlowMap, FlowSeq, Spanned};
 
-use gpu_agent_core::mig::ProfileName;
+use gpu_agent_catalogue::mig::ProfileName;
 
 use crate::error::{ConfigError, Pos};
 

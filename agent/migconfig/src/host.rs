@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gpu_agent_core::mig::{MigProfile, MigTable, ProfileName};
-use gpu_agent_core::placement::{self, Instance};
+use gpu_agent_catalogue::mig::{MigProfile, MigTable, ProfileName};
+use gpu_agent_catalogue::placement::{self, Instance};
 
 use crate::error::{ConfigError, ErrorKind, Pos};
 use crate::file::{Config, Devices, Entry, MigConfigFile, PciId};

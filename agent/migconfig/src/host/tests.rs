@@ -1,5 +1,5 @@
 use super::*;
-use gpu_agent_core::mig::{A100_40GB, H100_80GB};
+use gpu_agent_catalogue::mig::{A100_40GB, H100_80GB};
 
 const EXAMPLE: &str = include_str!("../../../../examples/mig-config.yaml");
 
