@@ -9,6 +9,7 @@
 
 mod baseline_rules;
 mod cli;
+mod cli_json;
 mod daemon;
 mod daemon_access;
 mod daemon_adopt;

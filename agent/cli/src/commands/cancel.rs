@@ -2,9 +2,11 @@
 
 use anyhow::Result;
 use gpu_agent_dbus::TaskStatus;
+use serde::Serialize;
 
 use super::tasks::{task_id, Filter};
 use crate::client::{block_on, exit_status, BusArgs, Client, Failure, DAEMON_ERROR};
+use crate::output::emit_json;
 
 /// Cancel queued or running tasks (a running one's processes are killed).
 ///
@@ -15,7 +17,7 @@ use crate::client::{block_on, exit_status, BusArgs, Client, Failure, DAEMON_ERRO
 /// cancelled, and the exit status is not 0.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl cancel t42\n  gpuctl cancel t42 t43 44\n  gpuctl cancel --state queued --user alice"
+    after_help = "Examples:\n  gpuctl cancel t42\n  gpuctl cancel t42 t43 44\n  gpuctl cancel --state queued --user alice\n  gpuctl cancel t42 t43 --json"
 )]
 pub struct Args {
     /// The tasks' ids (the `t` may be left out).
@@ -25,6 +27,21 @@ pub struct Args {
     filter: Filter,
     #[command(flatten)]
     bus: BusArgs,
+    /// Print a JSON array, one {"id", "cancelled", "error"} object per task
+    /// (error: the daemon's reason, or null).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One task of `gpuctl cancel --json`.
+#[derive(Serialize)]
+struct Outcome<'a> {
+    /// The task.
+    id: &'a str,
+    /// Whether it was cancelled.
+    cancelled: bool,
+    /// Why not (the daemon's error), or null.
+    error: Option<String>,
 }
 
 /// Cancels each task, naming on stderr each one that was not.
@@ -33,6 +50,7 @@ pub fn run(args: Args) -> Result<()> {
         ids,
         mut filter,
         bus,
+        json,
     } = args;
     let chosen = !filter.state.is_empty() || filter.user.is_some();
     let (ids, refused) = block_on(async {
@@ -53,8 +71,10 @@ pub fn run(args: Args) -> Result<()> {
                 .map(|t| t.id)
                 .filter(|id| ids.is_empty() || ids.contains(id))
                 .collect();
-            for id in &chosen {
-                println!("cancelling {id}");
+            if !json {
+                for id in &chosen {
+                    println!("cancelling {id}");
+                }
             }
             chosen
         } else {
@@ -71,6 +91,20 @@ pub fn run(args: Args) -> Result<()> {
         }
         Ok((ids, refused))
     })?;
+    if json {
+        let outcomes: Vec<Outcome> = ids
+            .iter()
+            .map(|id| {
+                let error = refused.iter().find(|(r, _)| r == id);
+                Outcome {
+                    id,
+                    cancelled: error.is_none(),
+                    error: error.map(|(_, e)| format!("{e:#}")),
+                }
+            })
+            .collect();
+        emit_json(&outcomes)?;
+    }
     match refused.len() {
         0 => Ok(()),
         // One task named: its own error, and its exit status.

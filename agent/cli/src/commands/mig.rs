@@ -20,7 +20,7 @@ use crate::table::{Align, Table};
 /// one entry only, and compute-instance profiles (`1c.3g.20gb`) are refused.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig apply -f examples/mig-config.yaml -c balanced\n  gpuctl mig cancel 0\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig plan examples/mig-plan.toml"
+    after_help = "Examples:\n  gpuctl mig show\n  gpuctl mig apply -f examples/mig-config.yaml -c balanced\n  gpuctl mig cancel 0\n  gpuctl mig export > current.yaml\n  gpuctl mig assert -f current.yaml -c current\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced\n  gpuctl mig assert -f examples/mig-config.yaml -c balanced --json\n  gpuctl mig plan examples/mig-plan.toml"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -127,6 +127,9 @@ struct ExportArgs {
     /// The configuration's name.
     #[arg(short, long, default_value = "current")]
     label: String,
+    /// Print JSON (the same as --output json).
+    #[arg(long, conflicts_with = "output")]
+    json: bool,
     #[command(flatten)]
     bus: BusArgs,
 }
@@ -154,8 +157,23 @@ struct AssertArgs {
     /// Only read the file and find the configuration; ask the daemon nothing.
     #[arg(long)]
     valid_config: bool,
+    /// Print {"config", "matches", "differences"} (with --valid-config,
+    /// {"config", "valid"}); the exit status is as without it.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     bus: BusArgs,
+}
+
+/// What `gpuctl mig assert --json` prints.
+#[derive(serde::Serialize)]
+struct Asserted<'a> {
+    /// The configuration checked.
+    config: &'a str,
+    /// Whether the GPUs are as it asks.
+    matches: bool,
+    /// Each place they differ, as stderr names it.
+    differences: &'a [String],
 }
 
 /// Runs `gpuctl mig`.
@@ -306,7 +324,8 @@ fn export(args: ExportArgs) -> Result<()> {
             .call(client.agent.export_mig_config(&args.label))
             .await
     })?;
-    match args.output {
+    let output = if args.json { Format::Json } else { args.output };
+    match output {
         Format::Yaml => emit(&yaml),
         Format::Json => {
             let file = MigConfigFile::parse(&yaml)
@@ -348,6 +367,9 @@ fn assert(args: AssertArgs) -> Result<()> {
     let (yaml, file, config) = read_config(&args.file, args.config.as_deref())?;
     let shown = args.file.display();
     if args.valid_config {
+        if args.json {
+            return emit_json(&serde_json::json!({ "config": config, "valid": true }));
+        }
         return emit(&format!("{shown}: configuration {config} is valid\n"));
     }
     let (ok, mismatches) = block_on(async {
@@ -359,8 +381,17 @@ fn assert(args: AssertArgs) -> Result<()> {
         Ok(found)
     })
     .with_context(|| shown.to_string())?;
-    if ok {
+    if args.json {
+        emit_json(&Asserted {
+            config: &config,
+            matches: ok,
+            differences: &mismatches,
+        })?;
+    } else if ok {
         return emit(&format!("the GPUs are as configuration {config} asks\n"));
+    }
+    if ok {
+        return Ok(());
     }
     for m in &mismatches {
         eprintln!("{m}");
@@ -405,11 +436,17 @@ fn apply(args: ApplyArgs) -> Result<()> {
         let (none, unmatched) = unmatched_of(&client, &file, &config).await;
         eprint!("{unmatched}");
         if gpus.is_empty() {
-            emit(&if none {
+            let text = if none {
                 "nothing changed\n".to_string()
             } else {
                 format!("the GPUs are already as configuration {config} asks\n")
-            })?;
+            };
+            // With --json, standard output has a line per step, and there is none.
+            if args.json {
+                eprint!("{text}");
+            } else {
+                emit(&text)?;
+            }
             return Ok(Vec::new());
         }
         let mut left: std::collections::BTreeSet<u32> = gpus.iter().copied().collect();

@@ -88,3 +88,55 @@ impl Command {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The commands without `--json`, each printing no data: a script or
+    /// files for a shell or a packager, a task's own output, or one
+    /// sentence saying that what was asked was done.
+    const WITHOUT_JSON: &[&str] = &[
+        "completions",
+        "complete",
+        "manpages",
+        "logs",
+        "devices online",
+        "devices offline",
+        "mig cancel",
+        "mock inject",
+        "mock repair",
+    ];
+
+    /// Every command that runs (not only a group of subcommands), by its
+    /// words after `gpuctl`, and whether it has `--json`.
+    fn commands(cmd: &clap::Command, path: &str, out: &mut Vec<(String, bool)>) {
+        if !cmd.is_subcommand_required_set() || !cmd.has_subcommands() {
+            let json = cmd.get_arguments().any(|a| a.get_long() == Some("json"));
+            out.push((path.to_string(), json));
+        }
+        for sub in cmd.get_subcommands() {
+            let words = format!("{path} {}", sub.get_name());
+            commands(sub, words.trim_start(), out);
+        }
+    }
+
+    #[test]
+    fn every_command_that_prints_data_has_json() {
+        let mut all = Vec::new();
+        commands(&crate::Cli::command(), "", &mut all);
+        let lacking: Vec<&str> = all
+            .iter()
+            .filter(|(path, json)| !path.is_empty() && !json)
+            .map(|(path, _)| path.as_str())
+            .filter(|path| !WITHOUT_JSON.contains(path))
+            .collect();
+        assert_eq!(lacking, Vec::<&str>::new());
+        for exempt in WITHOUT_JSON {
+            assert!(
+                all.iter().any(|(path, json)| path == exempt && !json),
+                "{exempt} is not a command without --json"
+            );
+        }
+    }
+}

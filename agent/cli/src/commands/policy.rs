@@ -44,7 +44,7 @@ struct PolicyListArgs {
 /// changes. Admins only.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  gpuctl policy use greedy-eft\n  gpuctl policy use sa-greedy --param budget_ms=20 --param seed=7"
+    after_help = "Examples:\n  gpuctl policy use greedy-eft\n  gpuctl policy use sa-greedy --param budget_ms=20 --param seed=7\n  gpuctl policy use fifo --json"
 )]
 struct PolicyUseArgs {
     /// The policy, as `gpuctl policy list` names it.
@@ -54,6 +54,24 @@ struct PolicyUseArgs {
     params: Vec<(String, String)>,
     #[command(flatten)]
     bus: BusArgs,
+    /// Print {"policy", "params", "was", "moved"}: the policy now active,
+    /// the parameters given, the one before, and how many waiting tasks
+    /// moved to it.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `gpuctl policy use --json` prints.
+#[derive(Serialize)]
+struct Used<'a> {
+    /// The policy now active.
+    policy: &'a str,
+    /// The parameters given with it, as given.
+    params: std::collections::BTreeMap<&'a str, &'a str>,
+    /// The policy active before.
+    was: &'a str,
+    /// The waiting (queued and assigned) tasks that moved to it.
+    moved: u64,
 }
 
 /// Show a policy's parameters: type, default, accepted values and what each
@@ -157,7 +175,20 @@ pub fn run(args: Args) -> Result<()> {
                     .sum::<u64>();
                 Ok((before, waiting))
             })?;
-            emit(&policy_used(&args.name, &args.params, &before, waiting))
+            if args.json {
+                emit_json(&Used {
+                    policy: &args.name,
+                    params: args
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect(),
+                    was: &before,
+                    moved: waiting,
+                })
+            } else {
+                emit(&policy_used(&args.name, &args.params, &before, waiting))
+            }
         }
         PolicyCommand::Show(args) => {
             let described = block_on(async {

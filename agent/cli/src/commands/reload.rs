@@ -1,9 +1,10 @@
 //! `gpuctl reload`: the daemon reads its configuration and plugins again.
 
 use anyhow::Result;
+use serde::Serialize;
 
 use crate::client::{block_on, BusArgs, Client};
-use crate::output::emit;
+use crate::output::{emit, emit_json};
 
 /// Make the daemon read its configuration file again and re-scan its plugins.
 ///
@@ -13,10 +14,31 @@ use crate::output::emit;
 /// settings that only take effect at the next start. Admins only;
 /// `systemctl reload gpu-agent` does the same.
 #[derive(clap::Args)]
-#[command(after_help = "Example:\n  gpuctl reload")]
+#[command(after_help = "Examples:\n  gpuctl reload\n  gpuctl reload --json")]
 pub struct Args {
     #[command(flatten)]
     bus: BusArgs,
+    /// Print {"policies": [{"name", "description"}], "pending": [setting]}.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `gpuctl reload --json` prints.
+#[derive(Serialize)]
+struct Reloaded<'a> {
+    /// The policies now loaded.
+    policies: Vec<Policy<'a>>,
+    /// The changed settings that take effect at the next start.
+    pending: &'a [String],
+}
+
+/// One loaded policy.
+#[derive(Serialize)]
+struct Policy<'a> {
+    /// Its name.
+    name: &'a str,
+    /// What it does, in its own words.
+    description: &'a str,
 }
 
 /// Reloads the daemon and says what it loaded.
@@ -26,7 +48,17 @@ pub fn run(args: Args) -> Result<()> {
         let pending = client.call(client.agent.reload()).await?;
         Ok((pending, client.call(client.agent.list_policies()).await?))
     })?;
-    emit(&reload_text(&pending, &policies))
+    if args.json {
+        emit_json(&Reloaded {
+            policies: policies
+                .iter()
+                .map(|(name, description)| Policy { name, description })
+                .collect(),
+            pending: &pending,
+        })
+    } else {
+        emit(&reload_text(&pending, &policies))
+    }
 }
 
 /// What `gpuctl reload` prints.

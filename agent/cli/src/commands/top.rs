@@ -8,13 +8,14 @@ use anyhow::{Context, Result};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 use gpu_agent_dbus::{DeviceStatus, TaskInfo, TaskStatus};
+use serde::Serialize;
 
 use super::devices::fetch_devices;
 use super::tasks::{task, tasks_table, user_name};
 use crate::client::{block_on, BusArgs, Client};
 use crate::clock::Clock;
 use crate::colour::{self, Tone};
-use crate::output::emit;
+use crate::output::{emit, emit_json};
 use crate::table::{Align, Table};
 use crate::units;
 
@@ -25,11 +26,18 @@ use crate::units;
 /// Refreshes every --interval; q, Esc or Ctrl-C quits. Running tasks are
 /// green, failed or late ones red (on a terminal, unless NO_COLOR is set).
 #[derive(clap::Args)]
-#[command(after_help = "Examples:\n  gpuctl top\n  gpuctl top --interval 5s\n  gpuctl top --once")]
+#[command(
+    after_help = "Examples:\n  gpuctl top\n  gpuctl top --interval 5s\n  gpuctl top --once\n  gpuctl top --json"
+)]
 pub struct Args {
     /// Print one frame and exit (no terminal needed).
     #[arg(long)]
     once: bool,
+    /// Print one frame as a JSON object ({"time", "policy", "devices",
+    /// "tasks"}, as `gpuctl devices --json` and `gpuctl tasks --json` write
+    /// them) and exit.
+    #[arg(long)]
+    json: bool,
     /// Time between frames: seconds or a duration (0.5, 2, 10s, 1m), at
     /// least 0.1 s.
     #[arg(long, value_name = "DURATION", default_value = "2", value_parser = interval)]
@@ -50,8 +58,13 @@ fn interval(text: &str) -> Result<f64, String> {
 }
 
 /// What one frame shows.
+#[derive(Serialize)]
 struct Frame {
+    /// When it was read, unix seconds.
+    time: f64,
+    /// The active policy.
     policy: String,
+    /// Every device, by index.
     devices: Vec<DeviceStatus>,
     /// Running, assigned and queued tasks, in that order.
     tasks: Vec<TaskInfo>,
@@ -72,6 +85,7 @@ async fn fetch(client: &Client) -> Result<Frame> {
         }
     }
     Ok(Frame {
+        time: Clock::system().now,
         policy,
         devices,
         tasks,
@@ -83,6 +97,9 @@ pub fn run(args: Args) -> Result<()> {
     let colour = colour::enabled();
     block_on(async {
         let client = Client::connect(&args.bus).await?;
+        if args.json {
+            return emit_json(&fetch(&client).await?);
+        }
         if args.once {
             let frame = fetch(&client).await?;
             return emit(&render(&frame, &Clock::system(), colour, usize::MAX));
