@@ -76,7 +76,21 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("gpu-agent-backend", MIDDLE),
     ("gpu-agent-dbus", MIDDLE),
-    ("gpu-agent-sim", MIDDLE),
+    // The host and profile readers, which the daemon uses without the
+    // simulator.
+    ("gpu-agent-hostspec", MIDDLE),
+    (
+        "gpu-agent-sim",
+        &[
+            "gpu-agent-dvfs",
+            "gpu-agent-plugin-api",
+            "gpu-agent-catalogue",
+            "gpu-agent-fifo-rule",
+            "gpu-agent-core",
+            "gpu-agent-input",
+            "gpu-agent-hostspec",
+        ],
+    ),
     // Plugin files and the policy objects made of them: the ABI only.
     ("gpu-agent-loader", &["gpu-agent-plugin-api"]),
     // mig-parted files: the catalogue's MIG tables and placement, plus YAML;
@@ -90,10 +104,33 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // so below the core.
     (
         "gpu-agent-migplan",
-        &["gpu-agent-plugin-api", "gpu-agent-catalogue"],
+        &[
+            "gpu-agent-plugin-api",
+            "gpu-agent-catalogue",
+            "gpu-agent-input",
+        ],
     ),
     ("gpu-agent-manual", &[]),
-    ("gpu-agent-daemon", TOP),
+    // Input errors, TOML and files written whole: below every reader.
+    ("gpu-agent-input", &[]),
+    // The daemon: every layer below it but the simulator.
+    (
+        "gpu-agent-daemon",
+        &[
+            "gpu-agent-dvfs",
+            "gpu-agent-plugin-api",
+            "gpu-agent-catalogue",
+            "gpu-agent-fifo-rule",
+            "gpu-agent-core",
+            "gpu-agent-input",
+            "gpu-agent-hostspec",
+            "gpu-agent-backend",
+            "gpu-agent-dbus",
+            "gpu-agent-loader",
+            "gpu-agent-migconfig",
+            "gpu-agent-manual",
+        ],
+    ),
     ("gpu-agent-cli", TOP),
 ];
 
@@ -105,15 +142,18 @@ const MIDDLE: &[&str] = &[
     "gpu-agent-migplan",
     "gpu-agent-fifo-rule",
     "gpu-agent-core",
+    "gpu-agent-input",
 ];
 
-/// What the binaries' crates may use: every layer below them.
+/// What gpuctl's crate may use: every layer below them.
 const TOP: &[&str] = &[
     "gpu-agent-dvfs",
     "gpu-agent-plugin-api",
     "gpu-agent-catalogue",
     "gpu-agent-fifo-rule",
     "gpu-agent-core",
+    "gpu-agent-input",
+    "gpu-agent-hostspec",
     "gpu-agent-backend",
     "gpu-agent-dbus",
     "gpu-agent-sim",
@@ -257,6 +297,7 @@ fn a_wrong_arrow_is_caught() {
     add("gpu-agent-core", "gpu-agent-policy-fifo");
     add("gpu-agent-loader", "gpu-agent-core");
     add("gpu-agent-migconfig", "gpu-agent-core");
+    add("gpu-agent-daemon", "gpu-agent-sim");
     graph
         .get_mut("gpu-agent-sim")
         .expect("sim")
@@ -279,6 +320,7 @@ fn a_wrong_arrow_is_caught() {
             "gpu-agent-core -> gpu-agent-policy-fifo: an arrow against the layers",
             "gpu-agent-core -> gpu-agent-policy-fifo: a plugin is loaded, never linked",
             "gpu-agent-core -> log: the sans-IO crates use no crate but [\"serde\"]",
+            "gpu-agent-daemon -> gpu-agent-sim: an arrow against the layers",
             "gpu-agent-loader -> gpu-agent-core: an arrow against the layers",
             "gpu-agent-migconfig -> gpu-agent-core: an arrow against the layers",
             "gpu-agent-new: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)",

@@ -9,8 +9,8 @@ use gpu_agent_dbus::ParamValue;
 use serde::Deserialize;
 use toml::Spanned;
 
+use gpu_agent_input::{line_of, parse_toml, read_text, InputError};
 use gpu_agent_loader::Registry;
-use gpu_agent_sim::input::{line_of, parse_toml, read_text, InputError};
 
 /// Where the daemon reads its configuration unless told otherwise.
 pub const DEFAULT_CONFIG: &str = "/etc/gpu-agent/agent.toml";

@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn a_scrape_shows_each_mig_instance_apart_from_its_gpu() {
-        let host = gpu_agent_sim::input::host::parse(
+        let host = gpu_agent_hostspec::host::parse(
             std::path::Path::new("host.toml"),
             "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n",
         )

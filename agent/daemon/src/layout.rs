@@ -408,7 +408,7 @@ mod tests {
              [[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n{mig0}\n\
              [[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n"
         );
-        let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), &text).unwrap();
+        let host = gpu_agent_hostspec::host::parse(Path::new("host.toml"), &text).unwrap();
         let mock = Arc::new(MockBackend::new(&host, Arc::new(VirtualClock::new())));
         (mock, physical_gpus(host))
     }

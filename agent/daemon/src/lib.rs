@@ -46,8 +46,8 @@ use gpu_agent_core::{
     host::{DeviceSpec, Partition},
 };
 use gpu_agent_dbus::{parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
+use gpu_agent_input::InputError;
 use gpu_agent_loader::{PluginError, Registry};
-use gpu_agent_sim::input::InputError;
 use layout::Target;
 use mig::MigView;
 use service::AgentService;
@@ -126,7 +126,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     type Backends = (Arc<dyn GpuBackend>, Option<Arc<MockBackend>>);
     let ((backend, mock), gpus, backend_name): (Backends, _, _) = match &cfg.mock {
         Some(file) => {
-            let host = gpu_agent_sim::input::host::load(file)?;
+            let host = gpu_agent_hostspec::host::load(file)?;
             let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
             // The GPUs as the file describes them; their layouts are read
             // back from the mock like any GPU's.
@@ -145,7 +145,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     };
     let load = mock.clone().map(|m| m as Arc<dyn ModelledLoad>);
     let apps = match &cfg.apps {
-        Some(file) => gpu_agent_sim::input::apps::load(file)?,
+        Some(file) => gpu_agent_hostspec::apps::load(file)?,
         None => AppLibrary::default(),
     };
     let mut store = if options.accept_state_loss {

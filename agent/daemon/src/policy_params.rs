@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use gpu_agent_dbus::ParamValue;
+use gpu_agent_input::InputError;
 use gpu_agent_loader::{Plugin, Registry};
-use gpu_agent_sim::input::InputError;
 
 use crate::config::Config;
 

@@ -31,7 +31,7 @@ fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
 
 /// [`setup`] on the mock of host file `host`.
 fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
-    let host = gpu_agent_sim::input::host::parse(Path::new("host.toml"), host).unwrap();
+    let host = gpu_agent_hostspec::host::parse(Path::new("host.toml"), host).unwrap();
     // 1000x: a 10 s task takes 10 ms.
     let time = Timebase::new(1000.0).unwrap();
     let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));

@@ -3,12 +3,12 @@
 //! is returned.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use gpu_agent_catalogue::catalogue::{self, GpuModel};
 use gpu_agent_catalogue::mig::MigProfile;
+use gpu_agent_input::{line_of, read_text};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -16,30 +16,7 @@ use crate::problem::{Job, Problem};
 use crate::solve::Options;
 
 /// A bad plan file: `file:line: key: message`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct InputError {
-    /// The file.
-    pub file: PathBuf,
-    /// 1-based line, when known.
-    pub line: Option<u64>,
-    /// The key or column (`job[1].demand`, `column 2g.10gb`), when known.
-    pub key: Option<String>,
-    /// What was wrong and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        match &self.key {
-            Some(key) => write!(f, ": {key}: {}", self.message),
-            None => write!(f, ": {}", self.message),
-        }
-    }
-}
+pub use gpu_agent_input::InputError;
 
 /// A read plan file: the instance and how to solve it.
 #[derive(Debug, Clone)]
@@ -74,20 +51,15 @@ struct RawJob {
 
 /// Reads a TOML plan file.
 pub fn load(path: &Path) -> Result<PlanFile, InputError> {
-    let text = read(path)?;
-    parse(path, &text, &|csv: &Path| read(csv))
+    let text = read_text(path)?;
+    parse(path, &text, &|csv: &Path| read_text(csv))
 }
 
 /// Reads a CSV job table as a plan for `model` over the profiles its header
 /// names, with default options.
 pub fn load_csv(path: &Path, model: &str) -> Result<PlanFile, InputError> {
-    let text = read(path)?;
-    let err = |m: String| InputError {
-        file: path.into(),
-        line: None,
-        key: None,
-        message: m,
-    };
+    let text = read_text(path)?;
+    let err = |m: String| InputError::at(path, None, None, m);
     let model = lookup_model(model).map_err(err)?;
     let table = model.mig.expect("lookup_model checks");
     let (profiles, jobs) = parse_csv(path, &text, table, None)?;
@@ -95,15 +67,6 @@ pub fn load_csv(path: &Path, model: &str) -> Result<PlanFile, InputError> {
     Ok(PlanFile {
         problem,
         options: Options::default(),
-    })
-}
-
-fn read(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path).map_err(|e| InputError {
-        file: path.into(),
-        line: None,
-        key: None,
-        message: format!("cannot read: {e}"),
     })
 }
 
@@ -127,26 +90,19 @@ fn lookup_model(name: &str) -> Result<&'static GpuModel, String> {
     }
 }
 
-/// The 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> u64 {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count() as u64
-        + 1
-}
-
 /// Parses TOML plan `text` (from `path`); `read_csv` reads a `jobs` table.
 pub fn parse(
     path: &Path,
     text: &str,
     read_csv: &dyn Fn(&Path) -> Result<String, InputError>,
 ) -> Result<PlanFile, InputError> {
-    let at = |offset: Option<usize>, key: Option<&str>, message: String| InputError {
-        file: path.into(),
-        line: offset.map(|o| line_of(text, o)),
-        key: key.map(str::to_string),
-        message,
+    let at = |offset: Option<usize>, key: Option<&str>, message: String| {
+        InputError::at(
+            path,
+            offset.map(|o| line_of(text, o)),
+            key.map(str::to_string),
+            message,
+        )
     };
     let raw: RawPlan = toml::from_str(text).map_err(|e| {
         at(
@@ -374,11 +330,8 @@ fn parse_csv(
     table: &'static gpu_agent_catalogue::mig::MigTable,
     profiles: Option<&[&'static MigProfile]>,
 ) -> Result<(Vec<&'static MigProfile>, Vec<Job>), InputError> {
-    let at = |line: Option<u64>, key: Option<String>, message: String| InputError {
-        file: path.into(),
-        line,
-        key,
-        message,
+    let at = |line: Option<u64>, key: Option<String>, message: String| {
+        InputError::at(path, line, key, message)
     };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -551,12 +504,7 @@ throughput = { "3g.20gb" = 60, "4g.20gb" = 80, "7g.40gb" = 150 }
     fn no_csv(p: &Path) -> Result<String, InputError> {
         match p.file_name().and_then(|f| f.to_str()) {
             Some("jobs.csv") => Ok(CSV.to_string()),
-            _ => Err(InputError {
-                file: p.into(),
-                line: None,
-                key: None,
-                message: "cannot read: not found".into(),
-            }),
+            _ => Err(InputError::at(p, None, None, "cannot read: not found")),
         }
     }
 

@@ -552,10 +552,10 @@ impl Engine {
         // Files named only for the next start are checked now, so that a
         // mistake shows here and not as a service that fails to start.
         if let Some(host) = &config.mock {
-            gpu_agent_sim::input::host::load(host).map_err(|e| refuse(&e))?;
+            gpu_agent_hostspec::host::load(host).map_err(|e| refuse(&e))?;
         }
         if let Some(apps) = &config.apps {
-            gpu_agent_sim::input::apps::load(apps).map_err(|e| refuse(&e))?;
+            gpu_agent_hostspec::apps::load(apps).map_err(|e| refuse(&e))?;
         }
         let registry = self
             .source

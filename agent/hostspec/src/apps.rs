@@ -3,11 +3,10 @@
 use std::path::Path;
 
 use gpu_agent_core::apps::AppLibrary;
+use gpu_agent_input::{line_of, parse_toml, read_text, InputError};
 use gpu_agent_plugin_api::{abi_stable::std_types::ROption, AppModel, PowerModel};
 use serde::Deserialize;
 use toml::Spanned;
-
-use super::{line_of, parse_toml, read_text, InputError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

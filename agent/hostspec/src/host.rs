@@ -5,10 +5,9 @@ use std::path::Path;
 use gpu_agent_core::catalogue::{self, GpuModel};
 use gpu_agent_core::host::{DeviceSpec, Host, Partition};
 use gpu_agent_core::placement::{place_or_explain, Layout, Request};
+use gpu_agent_input::{line_of, parse_toml, read_text, InputError};
 use serde::Deserialize;
 use toml::Spanned;
-
-use super::{line_of, parse_toml, read_text, InputError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
