@@ -67,9 +67,12 @@ pub fn artefacts() -> &'static Path {
         ]
         .into_iter()
         .chain(SHIPPED.iter().flat_map(|&(krate, _)| ["-p", krate]))
+        // The stand-in NVML library (tests/nvml-stand-in).
+        .chain(["-p", "gpu-agent-nvml-stand-in"])
         // The crash and hang hooks the tests use (agent/daemon/src/test_hooks.rs).
         .chain(["--features", "gpu-agent-daemon/test-hooks"]);
         cargo_build(root, product, &target_dir, profile);
+        install_nvml_fake(&target_dir.join(profile));
         // The fixtures are a workspace of their own (see its Cargo.toml),
         // built into the same directory so that they share the dependencies.
         let fixtures = root.join("tests/fixture-plugins/Cargo.toml");
@@ -81,6 +84,28 @@ pub fn artefacts() -> &'static Path {
     })
 }
 
+/// The directory holding the stand-in NVML library as `libnvidia-ml.so.1`
+/// (tests/nvml-stand-in): a process with `LD_LIBRARY_PATH` here and
+/// `NVML_FAKE_HOST` naming a host file loads it as the driver's.
+pub fn nvml_fake() -> PathBuf {
+    artefacts().join(NVML_FAKE)
+}
+
+/// Where [`nvml_fake`] is, under the artefacts' directory.
+const NVML_FAKE: &str = "nvml-fake";
+
+/// Puts the freshly built stand-in at `<dir>/nvml-fake/libnvidia-ml.so.1`:
+/// written beside it and renamed into place, so that a process still running
+/// on the old file keeps its copy.
+fn install_nvml_fake(dir: &Path) {
+    let fake = dir.join(NVML_FAKE);
+    std::fs::create_dir_all(&fake).expect("create the nvml-fake directory");
+    let staged = fake.join(format!(".libnvidia-ml.so.1.{}", std::process::id()));
+    std::fs::copy(dir.join("libgpu_agent_nvml_stand_in.so"), &staged)
+        .expect("copy the stand-in NVML library");
+    std::fs::rename(&staged, fake.join("libnvidia-ml.so.1")).expect("install libnvidia-ml.so.1");
+}
+
 /// Runs `cargo ARGS --target-dir TARGET_DIR` in `root` for `profile`, and
 /// fails the test if it fails.
 fn cargo_build<'a>(
@@ -89,6 +114,18 @@ fn cargo_build<'a>(
     target_dir: &Path,
     profile: &str,
 ) {
+    let mut cmd = cargo(root, args, target_dir, profile);
+    let status = cmd.status().expect("run cargo build");
+    assert!(status.success(), "{cmd:?} failed");
+}
+
+/// `cargo ARGS --target-dir TARGET_DIR` in `root`, for `profile`.
+fn cargo<'a>(
+    root: &Path,
+    args: impl IntoIterator<Item = &'a str>,
+    target_dir: &Path,
+    profile: &str,
+) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
@@ -104,8 +141,27 @@ fn cargo_build<'a>(
             cmd.args(["--profile", other]);
         }
     }
-    let status = cmd.status().expect("run cargo build");
-    assert!(status.success(), "{cmd:?} failed");
+    cmd
+}
+
+/// `cargo ARGS` in the workspace, for this test's profile, into the
+/// artefacts' target directory (which then shares their dependencies).
+pub fn cargo_in_artefacts(args: &[&str]) -> Command {
+    let dir = artefacts();
+    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    // `cargo test ARGS -- TEST_ARGS`: the target directory goes before `--`.
+    let split = args.iter().position(|&a| a == "--").unwrap_or(args.len());
+    let mut cmd = cargo(
+        root,
+        args[..split].iter().copied(),
+        dir.parent().expect("target directory"),
+        profile,
+    );
+    cmd.args(&args[split..]);
+    cmd
 }
 
 /// A fresh directory holding copies of the named plugin files.

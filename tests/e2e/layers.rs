@@ -132,6 +132,23 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("gpu-agent-cli", TOP),
+    // The stand-in libnvidia-ml.so.1 (tests only): the mock backend behind
+    // NVML's C entry points, its host file read as --mock reads one. Nothing
+    // depends on it: the e2e harness builds it and tests load it as NVML.
+    ("gpu-agent-nvml-stand-in", STAND_IN),
+];
+
+/// What the stand-in NVML library may use: the backend (its mock), the
+/// host-file reader, and what they use.
+const STAND_IN: &[&str] = &[
+    "gpu-agent-dvfs",
+    "gpu-agent-plugin-api",
+    "gpu-agent-catalogue",
+    "gpu-agent-migplan",
+    "gpu-agent-policy-fifo",
+    "gpu-agent-core",
+    "gpu-agent-backend",
+    "gpu-agent-sim",
 ];
 
 /// What the middle layer may use: the core and what the core uses.

@@ -51,6 +51,7 @@ mod mig_plan;
 mod mig_plan_policy;
 mod mig_repartition;
 mod mig_sim;
+mod nvml;
 mod plugin_loading;
 mod readme;
 mod sa_greedy;

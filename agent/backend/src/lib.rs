@@ -84,7 +84,8 @@ pub trait GpuBackend: Send + Sync {
     fn set_mig_mode(&self, gpu: u32, enabled: bool) -> Result<MigMode>;
     /// Resets the GPU (applies a pending MIG mode); fails while processes run.
     fn reset_gpu(&self, gpu: u32) -> Result<()>;
-    /// GPU-instance profiles with their placements.
+    /// GPU-instance profiles with their placements, smallest first
+    /// ([`GpuInstanceProfile::smallest_first`]).
     fn gpu_instance_profiles(&self, gpu: u32) -> Result<Vec<GpuInstanceProfile>>;
     /// Creates a GPU instance of `profile_id` at memory slice `start`.
     fn create_gpu_instance(&self, gpu: u32, profile_id: u32, start: u32) -> Result<GpuInstance>;

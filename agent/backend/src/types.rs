@@ -181,6 +181,15 @@ pub struct GpuInstanceProfile {
     pub placements: Vec<Placement>,
 }
 
+impl GpuInstanceProfile {
+    /// The order profiles are listed in: fewest compute slices first, then
+    /// least memory, then by name (`1g.5gb` before `1g.5gb+me`), as the
+    /// catalogue lists them.
+    pub fn smallest_first(a: &GpuInstanceProfile, b: &GpuInstanceProfile) -> std::cmp::Ordering {
+        (a.slice_count, a.memory_bytes, &a.name).cmp(&(b.slice_count, b.memory_bytes, &b.name))
+    }
+}
+
 impl std::fmt::Display for GpuInstanceProfile {
     /// One row: id, name, slices, MiB, max count and `start:size` placements.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

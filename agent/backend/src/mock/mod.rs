@@ -679,7 +679,7 @@ impl GpuBackend for MockBackend {
                 .model
                 .mig
                 .ok_or_else(|| BackendError::not_supported(gpu, CALL))?;
-            Ok(table
+            let mut profiles: Vec<GpuInstanceProfile> = table
                 .profiles
                 .iter()
                 .map(|p| GpuInstanceProfile {
@@ -697,7 +697,9 @@ impl GpuBackend for MockBackend {
                         })
                         .collect(),
                 })
-                .collect())
+                .collect();
+            profiles.sort_by(GpuInstanceProfile::smallest_first);
+            Ok(profiles)
         })
     }
 

@@ -68,6 +68,9 @@ impl<'d> Mig<'d> {
                 profiles.push(profile);
             }
         }
+        // NVML's profile indices run 1g, 2g, 3g, 4g, 7g, then the 1g
+        // variants; the trait's order is smallest first.
+        profiles.sort_by(crate::GpuInstanceProfile::smallest_first);
         Ok(profiles)
     }
 

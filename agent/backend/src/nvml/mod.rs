@@ -11,9 +11,12 @@ use std::time::Duration;
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::{DeviceArchitecture, GpuLockedClocksSetting, UsedGpuMemory};
+use nvml_wrapper::error::nvml_try;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE;
+use nvml_wrapper_sys::bindings::{
+    nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE, NVML_DEVICE_MIG_ENABLE,
+};
 
 use self::errors::{on_gpu, on_host};
 use self::events::Events;
@@ -123,15 +126,43 @@ fn clock_table(device: &Device<'static>, gpu: u32) -> Result<Vec<SupportedClocks
     highest_first(mems)
         .into_iter()
         .map(|mem_mhz| {
-            let cores = device
-                .supported_graphics_clocks(mem_mhz)
-                .map_err(on_gpu(gpu, "nvmlDeviceGetSupportedGraphicsClocks"))?;
+            let cores = graphics_clocks(device, gpu, mem_mhz)?;
             Ok(SupportedClocks {
                 mem_mhz,
                 core_mhz: highest_first(cores),
             })
         })
         .collect()
+}
+
+/// The core clocks supported at memory clock `mem_mhz`.
+///
+/// The raw call: the wrapper's `supported_graphics_clocks` reads into 128
+/// slots and takes NVML's `INSUFFICIENT_SIZE` for success, so that a GPU with
+/// more core clocks than that (a V100 has 187) read as 128 zeros.
+fn graphics_clocks(device: &Device<'static>, gpu: u32, mem_mhz: u32) -> Result<Vec<u32>> {
+    const CALL: &str = "nvmlDeviceGetSupportedGraphicsClocks";
+    let get = errors::symbol(
+        gpu,
+        CALL,
+        &device.nvml().lib().nvmlDeviceGetSupportedGraphicsClocks,
+    )?;
+    // SAFETY: the handle is only passed to NVML, never freed.
+    let handle = unsafe { device.handle() };
+    let mut clocks = vec![0; 256];
+    loop {
+        let mut count = clocks.len() as u32;
+        // SAFETY: `clocks` holds `count` slots, as `count` tells NVML.
+        let status = unsafe { get(handle, mem_mhz, &mut count, clocks.as_mut_ptr()) };
+        if status == INSUFFICIENT_SIZE && count as usize > clocks.len() {
+            // NVML says how many it has: ask again with room for them.
+            clocks.resize(count as usize, 0);
+            continue;
+        }
+        nvml_try(status).map_err(on_gpu(gpu, CALL))?;
+        clocks.truncate(count as usize);
+        return Ok(clocks);
+    }
 }
 
 fn power_limits_of(device: &Device<'static>, gpu: u32) -> Result<PowerLimits> {
@@ -173,6 +204,8 @@ fn mig_enabled(device: &Device<'static>, gpu: u32) -> Result<bool> {
 fn architecture(device: &Device<'static>, gpu: u32) -> Result<Option<String>> {
     match device.architecture() {
         Ok(DeviceArchitecture::Unknown) => Ok(None),
+        // NVIDIA's name, the catalogue's (the wrapper says "Ada").
+        Ok(DeviceArchitecture::Ada) => Ok(Some("Ada Lovelace".into())),
         Ok(arch) => Ok(Some(arch.to_string())),
         // An architecture newer than the wrapper knows: the driver names it,
         // but not in words we have.
@@ -199,7 +232,8 @@ impl GpuBackend for NvmlBackend {
             name: device.name().map_err(on_gpu(gpu, "nvmlDeviceGetName"))?,
             pci_bus_id: pci.bus_id,
             pci_device_id: pci.pci_device_id,
-            pci_subsystem_id: pci.pci_sub_system_id,
+            // 0 is no subsystem id: the driver has none to report.
+            pci_subsystem_id: pci.pci_sub_system_id.filter(|&id| id != 0),
             architecture: architecture(&device, gpu)?,
             mig_capable: optional(mig_mode_of(&device, gpu))?.is_some(),
         })
