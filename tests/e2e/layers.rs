@@ -1,192 +1,84 @@
 //! The layers of ARCHITECTURE.md, checked from `cargo metadata`: every arrow
 //! between the workspace's crates points the allowed way, the core stays free
-//! of I/O crates, and only the D-Bus layers know zbus.
+//! of I/O crates, only the D-Bus layers know zbus, and no crate links a
+//! plugin.
 //!
-//! ```text
-//! plugin-api <- catalogue <- core <- {backend, dbus, sim} <- {daemon, cli}
-//! ```
-//!
-//! The binaries' crates are libraries with a `main.rs` that declares no
-//! module. `manual` (clap pages) stands apart and serves both binaries; the
-//! loader needs plugin-api alone, migconfig the catalogue; the policy
-//! plugins see plugin-api and the plain libraries only (the policy
-//! libraries, the catalogue and the MIG planner over it). A new crate
-//! fails here until it is given a place below.
+//! The allowed arrows are ARCHITECTURE.md's table of layers, read from it:
+//! each crate may use the crates its row stands on and everything those may
+//! use. The binaries' crates are libraries with a `main.rs` that declares no
+//! module. A new crate fails here until it has a row in that table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use serde_json::Value;
 
-/// Each workspace crate and the workspace crates it may depend on (normal,
-/// build and dev dependencies alike).
-const ALLOWED: &[(&str, &[&str])] = &[
-    ("gpu-agent-plugin-api", &[]),
-    // GPU models, MIG tables and the placement tree: plain data and pure
-    // functions the core re-exports, so that plain libraries (the MIG
-    // planner, and through it the mig-plan policy) need no core.
-    ("gpu-agent-catalogue", &["gpu-agent-plugin-api"]),
-    // The DVFS model and Algorithm 1: numbers over the plugin API's task and
-    // power models only, so the policies, the simulator and gpuctl share one
-    // rule.
-    ("gpu-agent-dvfs", &["gpu-agent-plugin-api"]),
-    ("gpu-agent-eft-rule", &["gpu-agent-plugin-api"]),
-    // FIFO order: the fifo policy's rule and the core's built-in fallback.
-    ("gpu-agent-fifo-rule", &["gpu-agent-plugin-api"]),
-    (
-        "gpu-agent-sa-search",
-        &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
-    ),
-    (
-        "gpu-agent-policy-fifo",
-        &["gpu-agent-plugin-api", "gpu-agent-fifo-rule"],
-    ),
-    (
-        "gpu-agent-policy-greedy-eft",
-        &["gpu-agent-plugin-api", "gpu-agent-eft-rule"],
-    ),
-    (
-        "gpu-agent-policy-sa-greedy",
-        &["gpu-agent-plugin-api", "gpu-agent-sa-search"],
-    ),
-    ("gpu-agent-policy-sos", &["gpu-agent-plugin-api"]),
-    // Plans MIG layouts with the planner; places like greedy-eft.
-    (
-        "gpu-agent-policy-mig-plan",
-        &[
-            "gpu-agent-plugin-api",
-            "gpu-agent-eft-rule",
-            "gpu-agent-catalogue",
-            "gpu-agent-migplan",
-        ],
-    ),
-    ("gpu-agent-policy-edf-hier", &["gpu-agent-plugin-api"]),
-    // DVFS policies: Algorithm 1 from the shared DVFS library.
-    (
-        "gpu-agent-policy-edl",
-        &["gpu-agent-plugin-api", "gpu-agent-dvfs"],
-    ),
-    (
-        "gpu-agent-core",
-        &[
-            "gpu-agent-plugin-api",
-            "gpu-agent-catalogue",
-            "gpu-agent-fifo-rule",
-        ],
-    ),
-    ("gpu-agent-backend", MIDDLE),
-    ("gpu-agent-dbus", MIDDLE),
-    // The host and profile readers, which the daemon uses without the
-    // simulator.
-    ("gpu-agent-hostspec", MIDDLE),
-    (
-        "gpu-agent-sim",
-        &[
-            "gpu-agent-dvfs",
-            "gpu-agent-plugin-api",
-            "gpu-agent-catalogue",
-            "gpu-agent-fifo-rule",
-            "gpu-agent-core",
-            "gpu-agent-input",
-            "gpu-agent-hostspec",
-        ],
-    ),
-    // Plugin files and the policy objects made of them: the ABI only.
-    ("gpu-agent-loader", &["gpu-agent-plugin-api"]),
-    // mig-parted files: the catalogue's MIG tables and placement, plus YAML;
-    // used by the daemon, gpuctl and plugin-free planners alike.
-    (
-        "gpu-agent-migconfig",
-        &["gpu-agent-plugin-api", "gpu-agent-catalogue"],
-    ),
-    // The MIG planner: a plain library over the catalogue's MIG tables and
-    // placement tree, used by gpuctl (`mig plan`) and the mig-plan policy,
-    // so below the core.
-    (
-        "gpu-agent-migplan",
-        &[
-            "gpu-agent-plugin-api",
-            "gpu-agent-catalogue",
-            "gpu-agent-input",
-        ],
-    ),
-    ("gpu-agent-manual", &[]),
-    // Input errors, TOML and files written whole: below every reader.
-    ("gpu-agent-input", &[]),
-    // The daemon: every layer below it but the simulator.
-    (
-        "gpu-agent-daemon",
-        &[
-            "gpu-agent-dvfs",
-            "gpu-agent-plugin-api",
-            "gpu-agent-catalogue",
-            "gpu-agent-fifo-rule",
-            "gpu-agent-core",
-            "gpu-agent-input",
-            "gpu-agent-hostspec",
-            "gpu-agent-backend",
-            "gpu-agent-dbus",
-            "gpu-agent-loader",
-            "gpu-agent-migconfig",
-            "gpu-agent-manual",
-        ],
-    ),
-    ("gpu-agent-cli", TOP),
-    // The stand-in libnvidia-ml.so.1 (tests only): the mock backend behind
-    // NVML's C entry points, its host file read as --mock reads one. Nothing
-    // depends on it: the e2e harness builds it and tests load it as NVML.
-    ("gpu-agent-nvml-stand-in", STAND_IN),
-];
+/// ARCHITECTURE.md, whose table of layers the workspace is held to.
+const ARCHITECTURE: &str = include_str!("../../ARCHITECTURE.md");
 
-/// What the stand-in NVML library may use: the backend (its mock), the
-/// host-file reader, and what they use.
-const STAND_IN: &[&str] = &[
-    "gpu-agent-dvfs",
-    "gpu-agent-plugin-api",
-    "gpu-agent-catalogue",
-    "gpu-agent-migplan",
-    "gpu-agent-policy-fifo",
-    "gpu-agent-core",
-    "gpu-agent-backend",
-    "gpu-agent-sim",
-];
+/// The header row that starts the table of layers.
+const HEADER: &str = "| crate | stands on | what it is |";
 
-/// What the middle layer may use: the core and what the core uses.
-const MIDDLE: &[&str] = &[
-    "gpu-agent-dvfs",
-    "gpu-agent-plugin-api",
-    "gpu-agent-catalogue",
-    "gpu-agent-migplan",
-    "gpu-agent-fifo-rule",
-    "gpu-agent-core",
-    "gpu-agent-input",
-];
+/// What the test crate's row stands on: every crate of an earlier row.
+const EVERYTHING: &str = "everything";
 
-/// What gpuctl's crate may use: every layer below them.
-const TOP: &[&str] = &[
-    "gpu-agent-dvfs",
-    "gpu-agent-plugin-api",
-    "gpu-agent-catalogue",
-    "gpu-agent-fifo-rule",
-    "gpu-agent-core",
-    "gpu-agent-input",
-    "gpu-agent-hostspec",
-    "gpu-agent-backend",
-    "gpu-agent-dbus",
-    "gpu-agent-sim",
-    "gpu-agent-loader",
-    "gpu-agent-migconfig",
-    "gpu-agent-manual",
-    "gpu-agent-migplan",
-];
+/// The test crate, held to no rule but having its row: it may use every
+/// crate, plugins and zbus included.
+const TESTS: &str = "gpu-agent-tests";
+
+/// The prefix the table leaves out of every crate's name.
+const PREFIX: &str = "gpu-agent-";
+
+/// Each crate and the workspace crates it may depend on (normal, build and
+/// dev dependencies alike).
+type Allowed = BTreeMap<String, BTreeSet<String>>;
+
+/// The table of layers in `doc`: each crate (full name) and every crate it
+/// may use, what its row stands on and all those may use. A row may stand
+/// only on crates of earlier rows (the table starts at the bottom layer), so
+/// the layers have no cycle.
+fn layers(doc: &str) -> Result<Allowed, String> {
+    let mut rows = doc
+        .lines()
+        .skip_while(|l| l.trim() != HEADER)
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .peekable();
+    if rows.peek().is_none() {
+        return Err(format!("no table of layers (a table headed {HEADER})"));
+    }
+    let name = |cell: &str| format!("{PREFIX}{}", cell.trim().trim_matches('`'));
+    let mut allowed = Allowed::new();
+    for row in rows {
+        let cells: Vec<&str> = row.trim().trim_matches('|').split('|').collect();
+        let [krate, stands_on, _] = cells[..] else {
+            return Err(format!("{row}: not three cells"));
+        };
+        let krate = name(krate);
+        let mut may = BTreeSet::new();
+        if stands_on.trim() == EVERYTHING {
+            may.extend(allowed.keys().cloned());
+        } else {
+            for below in stands_on.split(',').filter(|c| !c.trim().is_empty()) {
+                let below = name(below);
+                let Some(under) = allowed.get(&below) else {
+                    return Err(format!(
+                        "{krate} stands on {below}, which no earlier row names"
+                    ));
+                };
+                may.extend(under.iter().cloned());
+                may.insert(below);
+            }
+        }
+        allowed.insert(krate, may);
+    }
+    Ok(allowed)
+}
 
 /// The crates of the binaries: each is a library, and its binaries' `main.rs`
 /// declare no module of their own, so that every part is in the library,
 /// with its tests.
 const THIN_BINARIES: &[&str] = &["gpu-agent-daemon", "gpu-agent-cli"];
-
-/// The test crate, which may use everything.
-const TESTS: &str = "gpu-agent-tests";
 
 /// The only crates from outside the core may use: a deterministic state
 /// machine needs no file, clock, process, logging or bus crate.
@@ -248,22 +140,21 @@ fn workspace_graph() -> Graph {
         .collect()
 }
 
-/// Every arrow of `graph` that breaks the rules, as `from -> to: why`.
-fn violations(graph: &Graph) -> Vec<String> {
-    let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+/// Every arrow of `graph` that breaks the rules of `allowed`, as `from -> to: why`.
+fn violations(graph: &Graph, allowed: &Allowed) -> Vec<String> {
     let mut found = Vec::new();
     for (krate, deps) in graph {
-        if krate == TESTS {
-            continue;
-        }
-        let Some(may) = allowed.get(krate.as_str()) else {
+        let Some(may) = allowed.get(krate) else {
             found.push(format!(
-                "{krate}: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)"
+                "{krate}: not placed in a layer (give it a row in ARCHITECTURE.md's table of layers)"
             ));
             continue;
         };
+        if krate == TESTS {
+            continue;
+        }
         for (dep, internal) in deps {
-            if *internal && !may.contains(&dep.as_str()) {
+            if *internal && !may.contains(dep) {
                 found.push(format!("{krate} -> {dep}: an arrow against the layers"));
             }
             if *internal && dep.starts_with(PLUGIN) {
@@ -290,13 +181,11 @@ fn violations(graph: &Graph) -> Vec<String> {
 #[test]
 fn the_workspace_keeps_its_layers() {
     let graph = workspace_graph();
-    for (krate, _) in ALLOWED {
-        assert!(
-            graph.contains_key(*krate),
-            "{krate} is not in the workspace"
-        );
+    let allowed = layers(ARCHITECTURE).expect("ARCHITECTURE.md's table of layers");
+    for krate in allowed.keys() {
+        assert!(graph.contains_key(krate), "{krate} is not in the workspace");
     }
-    assert_eq!(violations(&graph), Vec::<String>::new());
+    assert_eq!(violations(&graph, &allowed), Vec::<String>::new());
 }
 
 #[test]
@@ -328,8 +217,9 @@ fn a_wrong_arrow_is_caught() {
         .expect("catalogue")
         .push(("libc".to_string(), false));
     graph.insert("gpu-agent-new".into(), Vec::new());
+    let allowed = layers(ARCHITECTURE).expect("ARCHITECTURE.md's table of layers");
     assert_eq!(
-        violations(&graph),
+        violations(&graph, &allowed),
         vec![
             "gpu-agent-catalogue -> libc: the sans-IO crates use no crate but [\"serde\"]",
             "gpu-agent-cli -> gpu-agent-daemon: an arrow against the layers",
@@ -340,10 +230,44 @@ fn a_wrong_arrow_is_caught() {
             "gpu-agent-daemon -> gpu-agent-sim: an arrow against the layers",
             "gpu-agent-loader -> gpu-agent-core: an arrow against the layers",
             "gpu-agent-migconfig -> gpu-agent-core: an arrow against the layers",
-            "gpu-agent-new: not placed in a layer (add it to ALLOWED in tests/e2e/layers.rs)",
+            "gpu-agent-new: not placed in a layer (give it a row in ARCHITECTURE.md's table of layers)",
             "gpu-agent-sim -> gpu-agent-backend: an arrow against the layers",
             "gpu-agent-sim -> zbus: only [\"gpu-agent-dbus\", \"gpu-agent-daemon\", \"gpu-agent-cli\"] know D-Bus",
         ]
+    );
+}
+
+/// The layers are ARCHITECTURE.md's table: a row taken out of it leaves its
+/// crate unplaced, a row that stands on a later one (a cycle, or a picture
+/// out of order) is refused, and so is a document without the table.
+#[test]
+fn the_layers_are_architecture_mds_table() {
+    let graph = workspace_graph();
+    let without_daemon: String = ARCHITECTURE
+        .lines()
+        .filter(|l| !l.starts_with("| `daemon` |"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let allowed = layers(&without_daemon).expect("the table less a row");
+    assert_eq!(
+        violations(&graph, &allowed),
+        ["gpu-agent-daemon: not placed in a layer (give it a row in ARCHITECTURE.md's table of layers)"]
+    );
+    let core_on_sim = ARCHITECTURE.replace(
+        "| `core` | `catalogue`, `fifo-rule` |",
+        "| `core` | `catalogue`, `fifo-rule`, `sim` |",
+    );
+    assert_ne!(
+        core_on_sim, ARCHITECTURE,
+        "the core's row as the test knows it"
+    );
+    assert_eq!(
+        layers(&core_on_sim),
+        Err("gpu-agent-core stands on gpu-agent-sim, which no earlier row names".into())
+    );
+    assert_eq!(
+        layers("# Architecture\n"),
+        Err(format!("no table of layers (a table headed {HEADER})"))
     );
 }
 

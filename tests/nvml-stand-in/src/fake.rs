@@ -55,7 +55,7 @@ impl Fake {
             eprintln!("nvml stand-in: NVML_FAKE_HOST names no host file");
             return Err(nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED);
         };
-        let host = gpu_agent_sim::input::host::load(&path).map_err(|e| {
+        let host = gpu_agent_hostspec::host::load(&path).map_err(|e| {
             eprintln!("nvml stand-in: {e}");
             nvmlReturn_enum_NVML_ERROR_DRIVER_NOT_LOADED
         })?;
