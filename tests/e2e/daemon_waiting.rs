@@ -127,6 +127,22 @@ fn daemon_waiting_a_queued_task_names_the_task_before_it_and_its_expected_start(
     assert_eq!(listed(&d, &["--state", "running"]), [t1.as_str()]);
     assert!(listed(&d, &["--user", "65534"]).is_empty());
     assert!(listed(&d, &["--since", "0s"]).is_empty());
+    // --since as an RFC 3339 time, as date(1) writes one.
+    let iso = |when: &str| {
+        let out = std::process::Command::new("date")
+            .args(["--iso-8601=seconds", "-d", when])
+            .output()
+            .expect("run date");
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        listed(&d, &["--since", &iso("1 hour ago")]),
+        [t1.as_str(), t2.as_str(), t3.as_str()]
+    );
+    assert!(listed(&d, &["--since", &iso("1 hour")]).is_empty());
     let bad = gpuctl(&d, &["tasks", "--state", "waiting"]);
     assert_eq!(
         bad.status.code(),

@@ -40,6 +40,63 @@ pub fn parse_duration(text: &str) -> Result<f64, String> {
     Ok(total)
 }
 
+/// Which side of now a duration given for a point in time lies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FromNow {
+    /// In the past (`--since 1h`: an hour ago).
+    Before,
+    /// In the future (`--deadline 2h`: two hours from now).
+    After,
+}
+
+/// A point in time, unix seconds: a duration as [`parse_duration`] reads it,
+/// that long `side` of `now`, or an RFC 3339 time with its offset
+/// (`2026-11-28T06:00:00Z`, `2026-11-28T07:00:00+01:00`).
+pub fn parse_time(text: &str, now: f64, side: FromNow) -> Result<f64, String> {
+    let s = text.trim();
+    if let Ok(secs) = parse_duration(s) {
+        return Ok(match side {
+            FromNow::Before => now - secs,
+            FromNow::After => now + secs,
+        });
+    }
+    rfc3339(s).map_err(|why| {
+        format!(
+            "expected seconds or a duration such as 90s, 10m, 2h or 1h30m, or an RFC 3339 \
+             time such as 2026-11-28T06:00:00Z, got {text:?} ({why})"
+        )
+    })
+}
+
+/// Unix seconds of an RFC 3339 time. humantime reads it in UTC (`Z`); an
+/// offset (`+01:00`) is taken off here.
+fn rfc3339(s: &str) -> Result<f64, String> {
+    let sign_at = s
+        .find('T')
+        .and_then(|t| s[t..].rfind(['+', '-']).map(|i| t + i));
+    let (utc, offset) = match sign_at {
+        Some(i) => {
+            let tail = &s[i + 1..];
+            let field = |r: std::ops::Range<usize>| tail.get(r)?.parse::<u32>().ok();
+            let (5, Some(h), Some(":"), Some(m)) =
+                (tail.len(), field(0..2), tail.get(2..3), field(3..5))
+            else {
+                return Err(format!("a bad offset {:?}", &s[i..]));
+            };
+            let secs = f64::from(h * 3600 + m * 60);
+            let secs = if s[i..].starts_with('-') { -secs } else { secs };
+            (format!("{}Z", &s[..i]), secs)
+        }
+        None if s.ends_with(['Z', 'z']) => (format!("{}Z", &s[..s.len() - 1]), 0.0),
+        None => return Err("a time needs its offset: Z for UTC, or such as +01:00".into()),
+    };
+    let t = humantime::parse_rfc3339(&utc).map_err(|e| e.to_string())?;
+    let since = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "a time before 1970".to_string())?;
+    Ok(since.as_secs_f64() - offset)
+}
+
 /// Whether `s` is digits with at most one decimal point.
 fn is_number(s: &str) -> bool {
     s.bytes().any(|b| b.is_ascii_digit())
@@ -160,6 +217,38 @@ mod tests {
                     "expected seconds or a duration such as 90s, 10m, 2h or 1h30m, got {text:?}"
                 )),
                 "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_time_is_a_duration_from_now_or_an_rfc_3339_time() {
+        let now = 1_795_845_600.0; // 2026-11-28T06:00:00Z
+        for (text, side, at) in [
+            ("1h", FromNow::Before, now - 3600.0),
+            ("90", FromNow::Before, now - 90.0),
+            ("1h30m", FromNow::After, now + 5400.0),
+            ("2026-11-28T06:00:00Z", FromNow::Before, now),
+            ("2026-11-28T06:00:00z", FromNow::After, now),
+            ("2026-11-28T06:00:00.5Z", FromNow::After, now + 0.5),
+            ("2026-11-28T07:30:00+01:30", FromNow::After, now),
+            ("2026-11-28T01:00:00-05:00", FromNow::Before, now),
+        ] {
+            assert_eq!(parse_time(text, now, side), Ok(at), "{text}");
+        }
+        for (text, why) in [
+            ("tomorrow", "a time needs its offset"),
+            ("2026-11-28T06:00:00", "a time needs its offset"),
+            ("2026-11-28T06:00:00+1:00", "a bad offset \"+1:00\""),
+            ("2026-13-28T06:00:00Z", "out of range"),
+            ("1969-12-31T23:59:59Z", "out of range"),
+        ] {
+            let e = parse_time(text, now, FromNow::Before).unwrap_err();
+            assert!(
+                e.starts_with("expected seconds or a duration such as 90s, 10m, 2h or 1h30m, or an RFC 3339 time")
+                    && e.contains(&format!("got {text:?} ("))
+                    && e.contains(why),
+                "{text}: {e}"
             );
         }
     }

@@ -1,14 +1,13 @@
 //! `gpuctl adopt`: work the agent did not place (a Slurm job), held on its
 //! GPUs at the active DVFS policy's clocks until `gpuctl release`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use anyhow::Result;
 use gpu_agent_dbus::AdoptSpec;
 
 use crate::client::{block_on, BusArgs, Client};
+use crate::clock::Clock;
 use crate::output::emit;
-use crate::units;
+use crate::units::{self, FromNow};
 
 /// Adopt a job the agent did not place (admins): its GPUs take nothing else
 /// and run at the clocks the active DVFS policy picks for its app and
@@ -46,27 +45,14 @@ pub struct Args {
     json: bool,
 }
 
-/// `--deadline`: plain seconds are unix time (what a Slurm prolog passes),
-/// a number with units a duration from now, anything else RFC 3339.
+/// `--deadline`: plain seconds are unix time (what a Slurm prolog passes);
+/// otherwise a duration from now or a time, as [`units::parse_time`] reads
+/// them.
 fn parse_deadline(text: &str) -> Result<f64, String> {
-    let s = text.trim();
-    if let Ok(unix) = s.parse::<f64>() {
+    if let Ok(unix) = text.trim().parse::<f64>() {
         return Ok(unix);
     }
-    let since_epoch = |t: SystemTime| {
-        t.duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0)
-    };
-    if s.starts_with(|c: char| c.is_ascii_digit()) && !s.contains('-') {
-        let secs = units::parse_duration(s)?;
-        return Ok(since_epoch(SystemTime::now()) + secs);
-    }
-    humantime::parse_rfc3339(s).map(since_epoch).map_err(|e| {
-        format!(
-            "expected unix seconds, a duration such as 2h or 90m, or an RFC 3339 time in UTC such as 2026-11-28T06:00:00Z, got {text:?} ({e})"
-        )
-    })
+    units::parse_time(text, Clock::system().now, FromNow::After)
 }
 
 /// `gpuctl adopt`.

@@ -7,8 +7,9 @@ use anyhow::{Context, Result};
 use gpu_agent_dbus::SubmitSpec;
 
 use crate::client::{block_on, BusArgs, Client};
+use crate::clock::Clock;
 use crate::output::emit;
-use crate::units::parse_duration;
+use crate::units::{self, parse_duration, FromNow};
 
 /// Queue a task on gpu-agentd and print its id.
 ///
@@ -39,9 +40,10 @@ pub struct Args {
     /// Memory the task needs on each of its devices, GB [default: 0, fits any device].
     #[arg(long, value_name = "GB", allow_negative_numbers = true)]
     mem: Option<f64>,
-    /// Deadline after submission: seconds, or a duration such as 90s, 10m,
-    /// 2h, 1h30m [default: none, never late].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
+    /// Deadline: seconds after submission or a duration such as 90s, 10m,
+    /// 2h, 1h30m, or an RFC 3339 time (2026-11-28T18:00:00Z)
+    /// [default: none, never late].
+    #[arg(long, value_name = "WHEN", value_parser = deadline, allow_negative_numbers = true)]
     deadline: Option<f64>,
     /// Priority weight: the cost of each second past the deadline.
     #[arg(
@@ -167,6 +169,20 @@ impl Export {
         env.extend(self.set.iter().cloned());
         env
     }
+}
+
+/// `--deadline`: seconds after submission, from a duration as it is or
+/// from a time (one not ahead of now is refused).
+fn deadline(text: &str) -> Result<f64, String> {
+    if let Ok(secs) = parse_duration(text) {
+        return Ok(secs);
+    }
+    let now = Clock::system().now;
+    let after = units::parse_time(text, now, FromNow::After)? - now;
+    if after <= 0.0 {
+        return Err(format!("{text:?} is not ahead of now"));
+    }
+    Ok(after)
 }
 
 /// Whether `name` can be an environment variable's name.
@@ -540,6 +556,28 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((spec.workload, spec.weight, spec.gpus), (-1.0, 0.0, 0));
+    }
+
+    #[test]
+    fn a_deadline_may_be_a_time() {
+        let before = Clock::system().now;
+        let at = (before + 7200.0).floor();
+        let text = humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(at),
+        )
+        .to_string();
+        let spec = parse(&["--deadline", &text]).unwrap();
+        let after = Clock::system().now;
+        let deadline = spec.deadline.expect("a deadline");
+        // Seconds from the moment it was parsed, between the two readings.
+        assert!(
+            (at - after..=at - before).contains(&deadline),
+            "{deadline} not in {}..={}",
+            at - after,
+            at - before
+        );
+        let e = parse(&["--deadline", "2020-01-01T00:00:00Z"]).unwrap_err();
+        assert!(e.to_string().contains("is not ahead of now"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::clock::Clock;
 use crate::colour;
 use crate::output::{emit, emit_json};
 use crate::table::{Align, Table};
-use crate::units;
+use crate::units::{self, FromNow};
 
 /// List the daemon's tasks, oldest first.
 ///
@@ -26,8 +26,9 @@ use crate::units;
 pub struct Args {
     #[command(flatten)]
     filter: Filter,
-    /// Only tasks submitted in the last DURATION (90s, 10m, 2h, 1h30m).
-    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    /// Only tasks submitted since WHEN: a duration ago (90s, 10m, 2h, 1h30m)
+    /// or an RFC 3339 time (2026-11-28T06:00:00Z, 2026-11-28T07:00:00+01:00).
+    #[arg(long, value_name = "WHEN", value_parser = since)]
     since: Option<f64>,
     #[command(flatten)]
     bus: BusArgs,
@@ -90,6 +91,11 @@ fn uid_of(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `--since`: unix seconds, from a duration ago or a time.
+fn since(text: &str) -> Result<f64, String> {
+    units::parse_time(text, Clock::system().now, FromNow::Before)
+}
+
 /// A task id as the daemon names it: `42` is `t42`.
 pub(crate) fn task_id(text: &str) -> Result<String, String> {
     if text.is_empty() {
@@ -113,8 +119,7 @@ pub fn run(args: Args) -> Result<()> {
         let client = Client::connect(&args.bus).await?;
         args.filter.tasks(&client).await
     })?;
-    if let Some(since) = args.since {
-        let from = Clock::system().now - since;
+    if let Some(from) = args.since {
         tasks.retain(|t| t.submitted >= from);
     }
     if args.json {
