@@ -251,7 +251,7 @@ impl Engine {
             // Its clocks replace an idle lock (`idle_clocks = "min"`).
             self.unlock_idle(d, round);
             if let Some(c) = locked {
-                lock_clocks(d, c, &id, round);
+                lock_clocks(d, c, &id, None, round);
             }
             round.notice(Notice::CurrentTask {
                 device: d,

@@ -4,19 +4,16 @@
 use gpu_agent_core::catalogue::GpuModel;
 use gpu_agent_plugin_api::{AppModel, Clocks, TaskKey};
 
+use super::clocks::{self, LOCKED_CORE, LOCKED_MEMORY};
 use super::executor::{AtStop, Cancelled, Start};
 use super::{Effect, Engine, How, Notice, Request, Round, Running};
 use crate::config::IdleClocks;
 use crate::exec;
 use crate::store::{ControlRecord, Op, StoreError};
-use gpu_agent_backend::{BackendError, ClockRange, SupportedClocks};
 use gpu_agent_core::apps::power_w;
 use gpu_agent_core::{Action, Input};
 use gpu_agent_dbus::{TaskClocks, TaskInfo, TaskStatus};
 
-/// The controls the daemon sets, as recorded in the store.
-const LOCKED_CORE: &str = "locked_core_clocks";
-const LOCKED_MEMORY: &str = "locked_memory_clocks";
 /// The ledger's value for the controls an idle lock set.
 const IDLE_LOCK: &str = "lowest clocks while idle";
 
@@ -29,8 +26,6 @@ const LAUNCH_RETRY_S: f64 = 1.0;
 pub(super) struct IdleLock {
     /// Its clocks are locked at their lowest (and recorded so).
     locked: bool,
-    /// The log said once that its memory clock cannot be locked.
-    mem_unsupported_said: bool,
 }
 
 /// Whether a device's clocks should be locked at their lowest: with
@@ -40,18 +35,17 @@ fn wants_idle_lock(setting: IdleClocks, online: bool, busy: bool, stopping: bool
     setting == IdleClocks::Min && online && !busy && !stopping
 }
 
-/// The lowest supported (core, memory) clocks, MHz: the lowest memory
-/// clock, and the lowest core clock the GPU supports at any memory clock.
-fn lowest_clocks(supported: &[SupportedClocks]) -> Option<(u32, u32)> {
-    let mem = supported.iter().map(|s| s.mem_mhz).min()?;
-    let core = supported.iter().flat_map(|s| s.core_mhz.iter()).min()?;
-    Some((*core, mem))
-}
-
 /// Records and locks GPU `gpu`'s clocks at `clocks` for task `id`, as part
 /// of `round`: the record is stored before the lock, so that a crash in
-/// between still restores it.
-pub(super) fn lock_clocks(gpu: u32, clocks: Clocks, id: &str, round: &mut Round) {
+/// between still restores it. `launch`: the task's run, which starts once
+/// the lock is done (`None` for an adopted job, which runs already).
+pub(super) fn lock_clocks(
+    gpu: u32,
+    clocks: Clocks,
+    id: &str,
+    launch: Option<TaskKey>,
+    round: &mut Round,
+) {
     // The memory clock is locked only when it is not the default
     // (set_clocks), so only then recorded.
     let controls: &[&str] = if clocks.mem != 1.0 {
@@ -69,7 +63,7 @@ pub(super) fn lock_clocks(gpu: u32, clocks: Clocks, id: &str, round: &mut Round)
             ),
         }));
     }
-    round.effects.push(Effect::SetClocks(gpu, clocks));
+    round.effects.push(Effect::SetClocks(gpu, clocks, launch));
 }
 
 /// Restores GPU `gpu`'s clocks [`lock_clocks`] locked, and clears their record.
@@ -149,21 +143,27 @@ impl Engine {
                         // idle lock.
                         self.unlock_idle(d, round);
                         if clocks_set {
-                            lock_clocks(d, clocks, &id, round);
+                            lock_clocks(d, clocks, &id, Some(task), round);
                         }
                     }
+                    // The run starts once its clocks are locked
+                    // (`Engine::clocks_locked`).
+                    let locks = if clocks_set { devices.len() } else { 0 };
                     self.running.insert(
                         task,
                         Running {
                             how,
                             energy_at_start: Vec::new(),
                             clocks_set,
+                            awaiting_locks: (locks > 0).then_some((locks, runtime)),
                             cancelled: false,
                             interrupted: None,
                             overran: false,
                         },
                     );
-                    round.effects.push(Effect::Launch(task, runtime));
+                    if locks == 0 {
+                        round.effects.push(Effect::Launch(task, runtime));
+                    }
                     // A modelled run ends at its predicted end; a command may
                     // run past it, which the core must learn then.
                     if how == How::Process {
@@ -416,7 +416,8 @@ impl Engine {
                 c.control,
                 c.value
             );
-            self.reset_control(c.gpu, &c.control);
+            self.clocks
+                .send(c.gpu, clocks::Job::Reset(vec![c.control.clone()]));
             round.ops.push(Op::ClearControl {
                 gpu: c.gpu,
                 control: c.control,
@@ -507,13 +508,12 @@ impl Engine {
             }
             Effect::Launch(key, runtime) => self.launch(key, runtime),
             Effect::EndGroups(pids) => exec::end_groups(&pids, self.cancel_grace()),
-            Effect::SetClocks(gpu, clocks) => self.set_clocks(gpu, clocks),
-            Effect::ResetClocks(gpu) => {
-                for control in [LOCKED_CORE, LOCKED_MEMORY] {
-                    self.reset_control(gpu, control);
-                }
-            }
-            Effect::LockLowest(gpu) => self.lock_lowest(gpu),
+            Effect::SetClocks(gpu, clocks, launch) => self.set_clocks(gpu, clocks, launch),
+            Effect::ResetClocks(gpu) => self.clocks.send(
+                gpu,
+                clocks::Job::Reset(vec![LOCKED_CORE.into(), LOCKED_MEMORY.into()]),
+            ),
+            Effect::LockLowest(gpu) => self.clocks.send(gpu, clocks::Job::LockLowest),
         }
     }
 
@@ -572,52 +572,6 @@ impl Engine {
                 gpu,
                 control: control.into(),
             });
-        }
-    }
-
-    /// Locks GPU `gpu`'s clocks at the lowest it supports (best effort);
-    /// a GPU that cannot lock its memory clock gets its core clock locked,
-    /// and the log says so once.
-    fn lock_lowest(&mut self, gpu: u32) {
-        let lowest = self
-            .backend
-            .supported_clocks(gpu)
-            .map(|s| lowest_clocks(&s));
-        let (core, mem) = match lowest {
-            Ok(Some(lowest)) => lowest,
-            Ok(None) => {
-                log::warn!(
-                    "GPU {gpu} lists no supported clocks; its idle clocks are left as they are"
-                );
-                return;
-            }
-            Err(e) => {
-                log::warn!("cannot read GPU {gpu}'s supported clocks ({e}); its idle clocks are left as they are");
-                return;
-            }
-        };
-        let at = |mhz| ClockRange {
-            min_mhz: mhz,
-            max_mhz: mhz,
-        };
-        if let Err(e) = self.backend.lock_core_clocks(gpu, at(core)) {
-            log::warn!("cannot lock idle GPU {gpu}'s core clock at {core} MHz: {e}");
-            return;
-        }
-        match self.backend.lock_memory_clocks(gpu, at(mem)) {
-            Ok(()) => log::info!(
-                "GPU {gpu} is idle: clocks locked at their lowest, core {core} MHz, memory {mem} MHz"
-            ),
-            Err(e @ BackendError::NotSupported { .. }) => {
-                let said = &mut self.idle[gpu as usize].mem_unsupported_said;
-                if !*said {
-                    *said = true;
-                    log::info!(
-                        "GPU {gpu} cannot lock its memory clock ({e}); while idle only its core clock is locked at its lowest, {core} MHz"
-                    );
-                }
-            }
-            Err(e) => log::warn!("cannot lock idle GPU {gpu}'s memory clock at {mem} MHz: {e}"),
         }
     }
 
@@ -684,54 +638,45 @@ impl Engine {
         self.apply(actions, round);
     }
 
-    /// Locks a GPU's clocks at the normalised `clocks` (best effort).
-    fn set_clocks(&self, gpu: u32, clocks: Clocks) {
+    /// Locks a GPU's clocks at the normalised `clocks` (best effort, on
+    /// its clock worker); `launch`: the task whose run waits for it.
+    fn set_clocks(&mut self, gpu: u32, clocks: Clocks, launch: Option<TaskKey>) {
         let Some(model) = self.devices.get(gpu as usize).map(|d| d.model) else {
             log::error!("cannot lock GPU {gpu}'s clocks: no such device");
+            if let Some(key) = launch {
+                self.deferred.push(Request::ClocksLocked { key });
+            }
             return;
         };
-        let (core, mem) = model.clocks_mhz(clocks);
-        if let Err(e) = self.backend.lock_core_clocks(
+        let (core_mhz, mem_mhz) = model.clocks_mhz(clocks);
+        // The memory clock is locked only when it is not the default.
+        let mem_mhz = (clocks.mem != 1.0).then_some(mem_mhz);
+        self.clocks.send(
             gpu,
-            ClockRange {
-                min_mhz: core,
-                max_mhz: core,
+            clocks::Job::Lock {
+                core_mhz,
+                mem_mhz,
+                task: launch,
             },
-        ) {
-            log::warn!("cannot lock GPU {gpu}'s core clock at {core} MHz: {e}");
-        }
-        if clocks.mem != 1.0 {
-            if let Err(e) = self.backend.lock_memory_clocks(
-                gpu,
-                ClockRange {
-                    min_mhz: mem,
-                    max_mhz: mem,
-                },
-            ) {
-                match e {
-                    BackendError::NotSupported { .. } => log::warn!(
-                        "GPU {gpu} cannot lock its memory clock ({e}); only its core clock is locked, so the task runs at the default memory clock"
-                    ),
-                    e => log::warn!("cannot lock GPU {gpu}'s memory clock at {mem} MHz: {e}"),
-                }
-            }
-        }
+        );
     }
 
-    /// Restores one control (best effort: a failure is logged, never fatal).
-    fn reset_control(&self, gpu: u32, control: &str) {
-        let result = match control {
-            LOCKED_CORE => self.backend.reset_core_clocks(gpu),
-            LOCKED_MEMORY => self.backend.reset_memory_clocks(gpu),
-            other => {
-                log::warn!("GPU {gpu}: unknown control {other:?} in the state; left as it is");
-                return;
-            }
+    /// One GPU of task `key` has its clocks locked: its run starts once
+    /// every GPU of it has (unless it ended meanwhile, or a stop began).
+    pub(super) fn clocks_locked(&mut self, key: TaskKey, round: &mut Round) {
+        let Some(run) = self.running.get_mut(&key) else {
+            return;
         };
-        match result {
-            Ok(()) => {}
-            Err(BackendError::NotSupported { .. }) => {}
-            Err(e) => log::warn!("cannot restore GPU {gpu}'s {control}: {e}"),
+        let Some((left, runtime)) = run.awaiting_locks.as_mut() else {
+            return;
+        };
+        *left -= 1;
+        if *left == 0 {
+            let runtime = *runtime;
+            run.awaiting_locks = None;
+            if !self.stopping {
+                round.effects.push(Effect::Launch(key, runtime));
+            }
         }
     }
 }
@@ -775,18 +720,5 @@ mod tests {
         assert!(!wants_idle_lock(Min, false, false, false), "offline");
         assert!(!wants_idle_lock(Min, true, true, false), "busy");
         assert!(!wants_idle_lock(Min, true, false, true), "stopping");
-    }
-
-    #[test]
-    fn the_lowest_clocks_are_the_lowest_memory_and_the_lowest_core_anywhere() {
-        let at = |mem_mhz, core: &[u32]| SupportedClocks {
-            mem_mhz,
-            core_mhz: core.to_vec(),
-        };
-        let table = [at(1215, &[1410, 1395, 345]), at(405, &[900, 420])];
-        assert_eq!(lowest_clocks(&table), Some((345, 405)));
-        assert_eq!(lowest_clocks(&[at(877, &[1380, 135])]), Some((135, 877)));
-        assert_eq!(lowest_clocks(&[]), None);
-        assert_eq!(lowest_clocks(&[at(877, &[])]), None);
     }
 }

@@ -24,6 +24,7 @@
 //! for tasks with a command, `modelled::Modelled` for the rest.
 
 mod adopt;
+mod clocks;
 mod executor;
 mod health;
 mod intent;
@@ -236,6 +237,12 @@ pub enum Request {
         /// What was done.
         made: MigMade,
     },
+    /// One GPU of a task has its clocks locked (sent by its clock worker,
+    /// `clocks.rs`): the task's run starts once all of them have.
+    ClocksLocked {
+        /// The task.
+        key: TaskKey,
+    },
     /// A task's process could not be started (sent by the engine to itself).
     LaunchFailed {
         /// The task.
@@ -418,6 +425,9 @@ struct Running {
     energy_at_start: Vec<Option<u64>>,
     /// Whether the daemon set its clocks.
     clocks_set: bool,
+    /// While its clocks are being locked: how many of its GPUs are yet to
+    /// report (`Request::ClocksLocked`), and the run time to launch it with.
+    awaiting_locks: Option<(usize, f64)>,
     /// Whether it was cancelled.
     cancelled: bool,
     /// Why it was stopped, if a device of it went offline.
@@ -434,7 +444,9 @@ enum Effect {
     Launch(TaskKey, f64),
     /// End these task process groups (at stop), waiting up to the grace.
     EndGroups(Vec<u32>),
-    SetClocks(u32, gpu_agent_plugin_api::Clocks),
+    /// Lock a GPU's clocks (on its clock worker); the task whose run starts
+    /// once they are.
+    SetClocks(u32, gpu_agent_plugin_api::Clocks, Option<TaskKey>),
     ResetClocks(u32),
     /// Lock an idle GPU's clocks at their lowest (`idle_clocks = "min"`).
     LockLowest(u32),
@@ -505,6 +517,8 @@ pub struct Engine {
     running: HashMap<TaskKey, Running>,
     /// Per device: its clocks locked while idle (`idle_clocks = "min"`).
     idle: Vec<lifecycle::IdleLock>,
+    /// The threads that lock and reset the GPUs' clocks (`clocks.rs`).
+    clocks: clocks::Workers,
     /// Adopted tasks, by id (`adopt.rs`).
     adopted: HashMap<String, adopt::Adopted>,
     exec: Executors,
@@ -563,7 +577,7 @@ impl Engine {
             registry: setup.registry,
             devices: setup.devices,
             targets: targets.clone(),
-            backend: setup.backend,
+            backend: setup.backend.clone(),
             apps: setup.apps,
             time: setup.time,
             policy_params: setup.policy_params,
@@ -577,6 +591,7 @@ impl Engine {
             health: Vec::new(),
             running: HashMap::new(),
             idle: vec![lifecycle::IdleLock::default(); n_devices],
+            clocks: clocks::Workers::new(setup.backend.clone(), tx.clone()),
             adopted: HashMap::new(),
             exec: Executors {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, targets, gpus.clone()),
@@ -681,6 +696,7 @@ impl Engine {
             self.fire_timers(&mut round);
             self.flush(round);
             if self.stopping {
+                self.finish_clocks();
                 return;
             }
             self.unstick();
@@ -731,6 +747,33 @@ impl Engine {
             self.apply(actions, &mut round);
             self.flush(round);
         }
+    }
+
+    /// At the end of a stop: waits for the clock workers' resets
+    /// ([`clocks::STOP_WAIT`] at most); a GPU whose call has not returned
+    /// has its controls recorded again, for the next start to restore
+    /// (invariant 16).
+    fn finish_clocks(&mut self) {
+        let stuck = self.clocks.finish(clocks::STOP_WAIT);
+        if stuck.is_empty() {
+            return;
+        }
+        let mut ops = Vec::new();
+        for &gpu in &stuck {
+            log::warn!(
+                "GPU {gpu}: a clock call has not returned {} s into the stop; its clocks are restored at the next start",
+                clocks::STOP_WAIT.as_secs()
+            );
+            for control in [clocks::LOCKED_CORE, clocks::LOCKED_MEMORY] {
+                ops.push(Op::RecordControl(crate::store::ControlRecord {
+                    gpu,
+                    control: control.into(),
+                    value: "not restored: a clock call was still under way at the stop".into(),
+                }));
+            }
+        }
+        self.write_changes(ops);
+        self.sync_or_exit();
     }
 
     /// Stores the round's changes, then carries out its effects.

@@ -223,6 +223,7 @@ impl Engine {
             }
             Request::MakeMigLayout { gpu } => self.make_mig_layout(gpu, round),
             Request::MigMade { gpu, made } => self.mig_made(gpu, made, round),
+            Request::ClocksLocked { key } => self.clocks_locked(key, round),
             Request::LaunchFailed { key, reason } => {
                 if self.running.contains_key(&key) {
                     self.finish(key, Err(reason), round);
