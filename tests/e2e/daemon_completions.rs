@@ -1,5 +1,5 @@
-//! The bash completion script offers the running daemon's task ids and
-//! policy names (through the hidden `gpuctl complete`), and clap's words
+//! The bash and zsh completion scripts offer the running daemon's task ids
+//! and policy names (through the hidden `gpuctl complete`), and clap's words
 //! elsewhere.
 
 use std::process::Command;
@@ -73,4 +73,89 @@ fn daemon_completions_offer_task_ids_and_policy_names() {
     // Elsewhere clap's words; an option's name is never a task id.
     assert_eq!(offered(&d, &["gpuctl", "ta"]), ["task", "tasks"]);
     assert!(offered(&d, &["gpuctl", "--session", "task", "--"]).contains(&"--json".to_string()));
+}
+
+/// What zsh's `_gpuctl` (the script of `gpuctl completions zsh`, loaded
+/// through compinit) offers for the command line `words`, the last one
+/// being completed: the words it gives `compadd`, or `clap` where it hands
+/// over to clap's function. Both stand in for zsh's completion widget,
+/// which only an interactive shell has.
+fn offered_by_zsh(d: &Daemon, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        r#"autoload -U compinit && compinit -D -u
+source <(gpuctl completions zsh)
+compadd() {{ [[ $1 == -- ]] && shift; print -l -- "$@" }}
+_gpuctl_clap() {{ print clap }}
+words=({}); CURRENT=${{#words}}; PREFIX=${{words[-1]}}
+_gpuctl"#,
+        quoted.join(" ")
+    );
+    let path = format!(
+        "{}:{}",
+        artefacts().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("zsh")
+        .args(["-f", "-c", &script])
+        .env("PATH", path)
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .output()
+        .expect("run zsh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    words.sort();
+    words
+}
+
+#[test]
+fn daemon_zsh_completions_offer_task_ids_and_policy_names() {
+    if Command::new("zsh").arg("--version").output().is_err() {
+        eprintln!("skipped: no zsh (.ci/run installs it)");
+        return;
+    }
+    let d = Daemon::start();
+    let done = d.submit(&spec(1.0, 1.0, 1e6, 1.0)).unwrap();
+    d.wait_state(&done, TaskStatus::Succeeded, Duration::from_secs(20));
+    let live = d.submit(&spec(1e6, 1.0, 1e6, 1.0)).unwrap();
+    let mut all = vec![done.clone(), live.clone()];
+    all.sort();
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "task", ""]),
+        all
+    );
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "logs", ""]),
+        all
+    );
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "cancel", &done, ""]),
+        [live.as_str()]
+    );
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "release", ""]),
+        [live.as_str()]
+    );
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "policy", "use", ""]),
+        ["fifo", "greedy-eft"]
+    );
+    // Elsewhere, and for an option, clap's function.
+    assert_eq!(offered_by_zsh(&d, &["gpuctl", "ta"]), ["clap"]);
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "task", "--"]),
+        ["clap"]
+    );
+    assert_eq!(
+        offered_by_zsh(&d, &["gpuctl", "--session", "policy", "list", ""]),
+        ["clap"]
+    );
 }

@@ -1,6 +1,6 @@
 //! Words for shell completion from the running daemon: task ids and policy
-//! names, one a line, from the hidden `gpuctl complete`, which the bash and
-//! fish scripts of `gpuctl completions` call (without a daemon they offer
+//! names, one a line, from the hidden `gpuctl complete`, which the bash, zsh
+//! and fish scripts of `gpuctl completions` call (without a daemon they offer
 //! nothing more than the static words).
 
 use anyhow::Result;
@@ -102,3 +102,78 @@ complete -c gpuctl -n "__fish_seen_subcommand_from task logs" -f -a "(gpuctl com
 complete -c gpuctl -n "__fish_seen_subcommand_from cancel release" -f -a "(gpuctl complete live-tasks 2>/dev/null)"
 complete -c gpuctl -n "__fish_seen_subcommand_from policy; and __fish_seen_subcommand_from use show" -f -a "(gpuctl complete policies 2>/dev/null)"
 "#;
+
+/// The zsh function that offers the daemon's words where they belong and
+/// clap's (`_gpuctl_clap`) elsewhere, as the bash script does.
+const ZSH: &str = r#"
+# Task ids and policy names from the running daemon (gpuctl complete).
+_gpuctl() {
+    local -a bus typed found
+    local w what
+    for w in "${(@)words[2,CURRENT-1]}"; do
+        case $w in
+            --session|--system) bus+=("$w") ;;
+            -*) ;;
+            *) typed+=("$w") ;;
+        esac
+    done
+    case "${typed[1]-}:${#typed}" in
+        task:1|logs:1) what=tasks ;;
+        cancel:*|release:1) what=live-tasks ;;
+        policy:2) [[ ${typed[2]} == (use|show) ]] && what=policies ;;
+    esac
+    if [[ -n $what && $PREFIX != -* ]]; then
+        found=(${(f)"$(gpuctl "${bus[@]}" complete "$what" 2>/dev/null)"})
+        compadd -- "${found[@]}"
+        return
+    fi
+    _gpuctl_clap "$@"
+}
+"#;
+
+/// clap's zsh script with [`ZSH`]'s `_gpuctl` in front of clap's, which
+/// becomes `_gpuctl_clap`; the script's end (autoloaded from `fpath`, or
+/// sourced) then runs or registers the new `_gpuctl`.
+pub fn zsh(clap: &str) -> Result<String> {
+    const CLAP_FUNCTION: &str = "\n_gpuctl() {\n";
+    const END: &str = "\nif [ \"$funcstack[1]\" = \"_gpuctl\" ]; then\n";
+    let (Some(function), Some(end)) = (clap.find(CLAP_FUNCTION), clap.rfind(END)) else {
+        anyhow::bail!("clap's zsh script is not as gpuctl expects: it has no _gpuctl to wrap");
+    };
+    Ok(format!(
+        "{}\n_gpuctl_clap() {{\n{}{ZSH}{}",
+        &clap[..function],
+        &clap[function + CLAP_FUNCTION.len()..end],
+        &clap[end..]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_zsh_script_wraps_clap_s_function() {
+        let mut clap = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Zsh,
+            &mut crate::Cli::command(),
+            "gpuctl",
+            &mut clap,
+        );
+        let clap = String::from_utf8(clap).unwrap();
+        let script = super::zsh(&clap).unwrap();
+        assert_eq!(script.matches("\n_gpuctl() {").count(), 1);
+        assert_eq!(script.matches("\n_gpuctl_clap() {").count(), 1);
+        let wrapper = script.find("\n_gpuctl() {").unwrap();
+        assert!(script.find("\n_gpuctl_clap() {").unwrap() < wrapper);
+        assert!(
+            wrapper
+                < script
+                    .rfind("\nif [ \"$funcstack[1]\" = \"_gpuctl\" ]")
+                    .unwrap()
+        );
+        assert!(script.starts_with("#compdef gpuctl\n"));
+        assert!(super::zsh("#compdef gpuctl\n").is_err());
+    }
+}
