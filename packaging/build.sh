@@ -6,7 +6,8 @@
 # 1. installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked);
 # 2. builds gpuctl, gpu-agentd and every plugin under plugins/ in release mode,
 #    with GPU_AGENT_PLUGIN_DIR=/usr/lib/gpu-agent/plugins so that the installed
-#    binaries look there;
+#    binaries look there, in a target directory of their own (<target>/package),
+#    so that target/release's binaries keep finding the plugins beside them;
 # 3. stages in packaging/build/ what is not a source file: the stripped
 #    binaries and plugins, the manual pages (from the binaries' clap
 #    definitions, gzipped) and the shell completions;
@@ -17,10 +18,6 @@
 # the plain libraries they share live in plugins/lib/), so a new plugin crate
 # is packaged without editing anything here. Test fixture plugins
 # (tests/fixture-plugins/, a workspace of their own) are never built or shipped.
-#
-# Note: the binaries in target/release then look for plugins in
-# /usr/lib/gpu-agent/plugins; the next plain `cargo build --release` rebuilds
-# them for the source tree (cargo tracks the variable).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,14 +58,17 @@ if [ ${#plugin_packages[@]} -eq 0 ]; then
 fi
 
 step "building gpuctl, gpu-agentd and ${#plugin_packages[@]} plugin(s): ${plugin_packages[*]}"
-export GPU_AGENT_PLUGIN_DIR=$plugin_dir
-cargo build --release --locked -p gpu-agent-cli -p gpu-agent-daemon "${plugin_packages[@]/#/--package=}"
+# Their own target directory: a build with the packaged plugin directory
+# baked in must not replace the source tree's target/release binaries.
+release=$target/package/release
+GPU_AGENT_PLUGIN_DIR=$plugin_dir cargo build --release --locked --target-dir "$target/package" \
+    -p gpu-agent-cli -p gpu-agent-daemon "${plugin_packages[@]/#/--package=}"
 
 step "staging in $stage"
 rm -rf "$stage"
 mkdir -p "$stage"/{bin,plugins,man,completions}
 for bin in gpu-agentd gpuctl; do
-    install -m 755 "$target/release/$bin" "$stage/bin/$bin"
+    install -m 755 "$release/$bin" "$stage/bin/$bin"
     strip --remove-section=.comment "$stage/bin/$bin"
 done
 # A product binary obeys no test hook (agent/daemon/src/test_hooks.rs, the
@@ -79,7 +79,7 @@ if grep -q GPU_AGENT_TEST_ "$stage/bin/gpu-agentd"; then
     exit 1
 fi
 for file in "${plugin_files[@]}"; do
-    install -m 644 "$target/release/$file" "$stage/plugins/$file"
+    install -m 644 "$release/$file" "$stage/plugins/$file"
     # Keep the dynamic symbols: the agent finds the plugin's root module by them.
     strip --strip-unneeded --remove-section=.comment "$stage/plugins/$file"
 done
