@@ -198,3 +198,31 @@ fn gpuctl_warns_about_broken_plugins_and_still_runs() {
     let out = sim.run(&["--policy", "old"]);
     assert!(failure(&out).contains("gpuctl: error: unknown policy \"old\"; available: fifo"));
 }
+
+/// A plugin directory that is not there: the error names it and says why
+/// once (the io error was printed twice, once in the message and once as
+/// its source).
+#[test]
+fn gpuctl_names_a_missing_plugin_directory_and_its_cause_once() {
+    let sim = Sim::new(
+        &[FIFO],
+        "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
+        "id,arrival,workload,mem_gb,deadline,weight\na,0,1,1,1,1\n",
+    );
+    let out = harness::gpuctl(&[
+        "simulate",
+        "--host",
+        &sim.path("host.toml"),
+        "--trace",
+        &sim.path("trace.csv"),
+        "--policy",
+        "fifo",
+        "--plugin-dir",
+        "/nonexistent/plugins",
+    ]);
+    assert_eq!(
+        failure(&out),
+        "gpuctl: error: cannot read plugin directory /nonexistent/plugins: \
+         No such file or directory (os error 2)\n"
+    );
+}

@@ -159,20 +159,20 @@ pub enum ExecError {
         uid: u32,
     },
     /// The passwd database could not be read.
-    #[error("cannot look up the user with uid {uid}: {source}")]
+    #[error("cannot look up the user with uid {uid}: {cause}")]
     UserLookup {
         /// The task's uid.
         uid: u32,
         /// Why.
-        source: Errno,
+        cause: Errno,
     },
     /// The user's supplementary groups could not be read.
-    #[error("cannot read the groups of user {user}: {source}")]
+    #[error("cannot read the groups of user {user}: {cause}")]
     Groups {
         /// The user's name.
         user: String,
         /// Why.
-        source: Errno,
+        cause: Errno,
     },
     /// The daemon is not root and the task belongs to another user.
     #[error("cannot run a task as uid {uid}: the daemon runs as uid {daemon_uid}, not as root")]
@@ -183,41 +183,41 @@ pub enum ExecError {
         uid: u32,
     },
     /// The user cannot enter the working directory.
-    #[error("user {user} cannot enter the working directory {}: {source}", path.display())]
+    #[error("user {user} cannot enter the working directory {}: {cause}", path.display())]
     Workdir {
         /// The directory.
         path: PathBuf,
         /// The task's user.
         user: String,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The user cannot create or open an output file.
-    #[error("user {user} cannot open the output file {}: {source}", path.display())]
+    #[error("user {user} cannot open the output file {}: {cause}", path.display())]
     Output {
         /// The file.
         path: PathBuf,
         /// The task's user.
         user: String,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The log file could not be created or opened.
-    #[error("cannot open the task log {}: {source}", path.display())]
+    #[error("cannot open the task log {}: {cause}", path.display())]
     Log {
         /// The log file.
         path: PathBuf,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The program could not be started (not found, not executable, or the
     /// switch to the task's user failed).
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}: {cause}")]
     Spawn {
         /// The program (`argv[0]`).
         program: String,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
 }
 
@@ -227,13 +227,13 @@ impl ExecError {
     pub fn short_of_descriptors(&self) -> bool {
         let short = |errno: i32| errno == libc::EMFILE || errno == libc::ENFILE;
         match self {
-            ExecError::UserLookup { source, .. } | ExecError::Groups { source, .. } => {
-                short(*source as i32)
+            ExecError::UserLookup { cause, .. } | ExecError::Groups { cause, .. } => {
+                short(*cause as i32)
             }
-            ExecError::Workdir { source, .. }
-            | ExecError::Output { source, .. }
-            | ExecError::Log { source, .. }
-            | ExecError::Spawn { source, .. } => source.raw_os_error().is_some_and(short),
+            ExecError::Workdir { cause, .. }
+            | ExecError::Output { cause, .. }
+            | ExecError::Log { cause, .. }
+            | ExecError::Spawn { cause, .. } => cause.raw_os_error().is_some_and(short),
             ExecError::EmptyCommand { .. }
             | ExecError::Environment { .. }
             | ExecError::NoSuchUser { .. }
@@ -253,18 +253,18 @@ struct Credentials {
 /// the daemon is that user; an error when it is neither root nor them.
 fn credentials(uid: u32) -> Result<(User, Option<Credentials>), ExecError> {
     let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|source| ExecError::UserLookup { uid, source })?
+        .map_err(|cause| ExecError::UserLookup { uid, cause })?
         .ok_or(ExecError::NoSuchUser { uid })?;
     let daemon_uid = Uid::effective();
     let credentials = if daemon_uid.is_root() {
         let name = CString::new(user.name.as_str()).map_err(|_| ExecError::Groups {
             user: user.name.clone(),
-            source: Errno::EINVAL,
+            cause: Errno::EINVAL,
         })?;
         let groups =
-            nix::unistd::getgrouplist(&name, user.gid).map_err(|source| ExecError::Groups {
+            nix::unistd::getgrouplist(&name, user.gid).map_err(|cause| ExecError::Groups {
                 user: user.name.clone(),
-                source,
+                cause,
             })?;
         Some(Credentials {
             uid: user.uid,
@@ -334,10 +334,10 @@ pub fn check_workdir(uid: u32, dir: &Path) -> Result<(), ExecError> {
 
 /// Enters `dir` as `user`, to see that they can.
 fn enter(credentials: Option<&Credentials>, user: &str, dir: &Path) -> Result<(), ExecError> {
-    as_user(credentials, || std::env::set_current_dir(dir)).map_err(|source| ExecError::Workdir {
+    as_user(credentials, || std::env::set_current_dir(dir)).map_err(|cause| ExecError::Workdir {
         path: dir.to_owned(),
         user: user.to_owned(),
-        source,
+        cause,
     })
 }
 
@@ -351,11 +351,11 @@ pub fn read_as_user(
     limit: usize,
 ) -> Result<Vec<u8>, ExecError> {
     let (user, credentials) = credentials(uid)?;
-    as_user(credentials.as_ref(), || read_at(path, offset, limit)).map_err(|source| {
+    as_user(credentials.as_ref(), || read_at(path, offset, limit)).map_err(|cause| {
         ExecError::Output {
             path: path.to_owned(),
             user: user.name,
-            source,
+            cause,
         }
     })
 }
@@ -394,10 +394,10 @@ fn open_as_user(
             .custom_flags(nix::libc::O_NOCTTY)
             .open(path)
     })
-    .map_err(|source| ExecError::Output {
+    .map_err(|cause| ExecError::Output {
         path: workdir.join(path),
         user: user.to_owned(),
-        source,
+        cause,
     })
 }
 
@@ -445,7 +445,7 @@ pub fn spawn(
                 CString::new(dir.as_os_str().as_bytes()).map_err(|_| ExecError::Workdir {
                     path: dir.clone(),
                     user: user.name.clone(),
-                    source: io::Error::from(io::ErrorKind::InvalidInput),
+                    cause: io::Error::from(io::ErrorKind::InvalidInput),
                 })?,
             )
         }
@@ -478,9 +478,9 @@ pub fn spawn(
         LogSink::File(path) => {
             let owner = credentials.as_ref().map(|c| (c.uid, c.gid));
             let file = open_log(path, owner)?;
-            let copy = file.try_clone().map_err(|source| ExecError::Log {
+            let copy = file.try_clone().map_err(|cause| ExecError::Log {
                 path: path.clone(),
-                source,
+                cause,
             })?;
             command.stdout(file).stderr(copy);
         }
@@ -494,10 +494,10 @@ pub fn spawn(
             let out = open(output)?;
             let err = match error {
                 Some(path) => open(path)?,
-                None => out.try_clone().map_err(|source| ExecError::Output {
+                None => out.try_clone().map_err(|cause| ExecError::Output {
                     path: from.join(output),
                     user: user.name.clone(),
-                    source,
+                    cause,
                 })?,
             };
             if *journal {
@@ -534,9 +534,9 @@ pub fn spawn(
 
     // The child must be registered with the runtime that reaps it.
     let _runtime = rt.enter();
-    let mut child = command.spawn().map_err(|source| ExecError::Spawn {
+    let mut child = command.spawn().map_err(|cause| ExecError::Spawn {
         program: program.clone(),
-        source,
+        cause,
     })?;
     let pid = child
         .id()
@@ -676,9 +676,9 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), ExecError> {
 /// Opens (creating it and its directory) the log file for appending, and
 /// hands it to `owner` when given.
 fn open_log(path: &Path, owner: Option<(Uid, Gid)>) -> Result<File, ExecError> {
-    let error = |source| ExecError::Log {
+    let error = |cause| ExecError::Log {
         path: path.to_owned(),
-        source,
+        cause,
     };
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         fs::create_dir_all(dir).map_err(error)?;
@@ -753,19 +753,19 @@ mod tests {
     fn only_a_want_of_descriptors_is_worth_another_try() {
         let log = |errno| ExecError::Log {
             path: "/var/lib/gpu-agent/logs/t1.log".into(),
-            source: io::Error::from_raw_os_error(errno),
+            cause: io::Error::from_raw_os_error(errno),
         };
         assert!(log(libc::EMFILE).short_of_descriptors());
         assert!(log(libc::ENFILE).short_of_descriptors());
         assert!(!log(libc::ENOSPC).short_of_descriptors());
         let spawn = ExecError::Spawn {
             program: "true".into(),
-            source: io::Error::from_raw_os_error(libc::EMFILE),
+            cause: io::Error::from_raw_os_error(libc::EMFILE),
         };
         assert!(spawn.short_of_descriptors());
         assert!(ExecError::Groups {
             user: "ada".into(),
-            source: Errno::EMFILE
+            cause: Errno::EMFILE
         }
         .short_of_descriptors());
         assert!(!ExecError::NoSuchUser { uid: 7 }.short_of_descriptors());

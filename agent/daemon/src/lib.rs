@@ -93,12 +93,12 @@ pub enum DaemonError {
         reason: String,
     },
     /// The bus cannot be reached, or the name is taken.
-    #[error("cannot serve {BUS_NAME} on the {bus} bus: {source}")]
+    #[error("cannot serve {BUS_NAME} on the {bus} bus: {cause}")]
     Bus {
         /// `system` or `session`.
         bus: &'static str,
         /// Why.
-        source: Box<zbus::Error>,
+        cause: Box<zbus::Error>,
     },
 }
 
@@ -231,9 +231,9 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         Bus::System => "system",
         Bus::Session => "session",
     };
-    let bus_error = |source| DaemonError::Bus {
+    let bus_error = |cause| DaemonError::Bus {
         bus: bus_name,
-        source: Box::new(source),
+        cause: Box::new(cause),
     };
     let telemetry = telemetry::Telemetry::default();
     // Task output without an output file: here, else (systemd) the journal.

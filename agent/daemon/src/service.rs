@@ -201,8 +201,8 @@ async fn check_workdir(uid: u32, dir: &str) -> Result<(), AgentError> {
 /// here: the likely reason, the unit's private temporary directories.
 fn private_tmp_hint(error: &crate::exec::ExecError) -> &'static str {
     match error {
-        crate::exec::ExecError::Workdir { path, source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound
+        crate::exec::ExecError::Workdir { path, cause, .. }
+            if cause.kind() == std::io::ErrorKind::NotFound
                 && (path.starts_with("/tmp") || path.starts_with("/var/tmp")) =>
         {
             " (under systemd, gpu-agentd and its tasks have a /tmp and /var/tmp of their own, \
@@ -731,7 +731,7 @@ mod tests {
         let workdir = |path: &str, kind: ErrorKind| ExecError::Workdir {
             path: path.into(),
             user: "alice".into(),
-            source: Error::from(kind),
+            cause: Error::from(kind),
         };
         assert!(
             private_tmp_hint(&workdir("/tmp/proj", ErrorKind::NotFound)).contains("PrivateTmp=yes")

@@ -44,12 +44,12 @@ pub enum StoreError {
     #[error("state database: {0}")]
     Sql(rusqlite::Error),
     /// The written batches cannot be made durable.
-    #[error("cannot sync the state database's WAL file {path}: {source}")]
+    #[error("cannot sync the state database's WAL file {path}: {cause}")]
     Sync {
         /// The WAL file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The database holds fewer tasks than were acknowledged.
     #[error(
@@ -578,9 +578,9 @@ impl Store {
         }
         let mut wal_path = self.path.clone().into_os_string();
         wal_path.push("-wal");
-        let fail = |source| StoreError::Sync {
+        let fail = |cause| StoreError::Sync {
             path: PathBuf::from(&wal_path),
-            source,
+            cause,
         };
         if self.wal.is_none() {
             // SQLite keeps the WAL file while its connection is open (and

@@ -17,12 +17,12 @@ use gpu_agent_plugin_api::{
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// The plugin directory cannot be listed.
-    #[error("cannot read plugin directory {dir}: {source}")]
+    #[error("cannot read plugin directory {dir}: {cause}")]
     Directory {
         /// The directory.
         dir: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A plugin file cannot be used.
     #[error("{path}: {reason}")]
@@ -169,9 +169,9 @@ pub struct Registry {
 impl Registry {
     /// Loads every `*.so` in `dir`, in file name order.
     pub fn load_dir(dir: &Path) -> Result<Registry, PluginError> {
-        let dir_error = |source| PluginError::Directory {
+        let dir_error = |cause| PluginError::Directory {
             dir: dir.to_owned(),
-            source,
+            cause,
         };
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map_err(dir_error)?

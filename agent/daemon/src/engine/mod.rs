@@ -390,7 +390,7 @@ pub enum EngineError {
     Store(#[from] StoreError),
     /// The engine's thread cannot be started.
     #[error("cannot start the engine thread: {0}")]
-    Thread(#[source] std::io::Error),
+    Thread(std::io::Error),
 }
 
 /// Which executor runs a task.

@@ -68,12 +68,12 @@ pub enum ImportError {
     #[error("nothing to write: {0}")]
     Empty(String),
     /// An output file could not be written.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {cause}", path.display())]
     Write {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -168,7 +168,7 @@ impl Conversion {
         }
         let write_error = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| ImportError::Write { path, source }
+            move |cause| ImportError::Write { path, cause }
         };
         let mut host_file = AtomicFile::create(host).map_err(write_error(host))?;
         std::io::Write::write_all(host_file.file(), self.host_toml().as_bytes())
