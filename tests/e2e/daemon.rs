@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +21,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 use zbus::proxy::CacheProperties;
 
-use crate::harness::{artefacts, plugin_dir, FIFO, GREEDY_EFT};
+use crate::harness::{artefacts, nvml_fake, plugin_dir, FIFO, GREEDY_EFT};
 
 /// The root object and the agent's interface, for `busctl call`.
 pub const AGENT: [&str; 3] = [
@@ -106,6 +107,11 @@ pub struct Settings {
     /// The `--state-dir` (`None`: a fresh temporary directory), such as one
     /// on a file system the test mounted.
     pub state_dir: Option<PathBuf>,
+    /// On the NVML backend instead of `--mock`: the stand-in driver library
+    /// (tests/nvml-stand-in) with the host file as its GPUs, faults from
+    /// [`Daemon::nvml_control`], and the GPUs' controls kept across restarts
+    /// as a driver keeps them.
+    pub nvml: bool,
 }
 
 impl Default for Settings {
@@ -116,6 +122,7 @@ impl Default for Settings {
             env: Vec::new(),
             host: None,
             state_dir: None,
+            nvml: false,
         }
     }
 }
@@ -205,6 +212,26 @@ impl Daemon {
         }
     }
 
+    /// Appends `line` to the stand-in NVML library's control file (its
+    /// syntax: tests/nvml-stand-in/src/control.rs), e.g. `xid 0 79`.
+    pub fn nvml_control(&self, line: &str) {
+        assert!(self.settings.nvml, "the daemon is on the mock");
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.scratch.path().join("nvml-control"))
+            .expect("open the NVML control file");
+        writeln!(file, "{line}").expect("write the NVML control file");
+    }
+
+    /// The controls the stand-in NVML library keeps for the next process
+    /// (as a driver keeps them), one a line: `GPU core|memory MIN MAX`,
+    /// `GPU applications CORE MEM`, `GPU power MW`.
+    pub fn nvml_state(&self) -> String {
+        assert!(self.settings.nvml, "the daemon is on the mock");
+        std::fs::read_to_string(self.scratch.path().join("nvml-state")).unwrap_or_default()
+    }
+
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("the daemon is running").id()
@@ -236,9 +263,19 @@ impl Daemon {
         if let (Some(text), false) = (&self.settings.host, host.exists()) {
             std::fs::write(&host, text).expect("write the host file");
         }
+        if self.settings.nvml {
+            command
+                .env("LD_LIBRARY_PATH", nvml_fake())
+                .env("NVML_FAKE_HOST", host)
+                .env(
+                    "NVML_FAKE_CONTROL",
+                    self.scratch.path().join("nvml-control"),
+                )
+                .env("NVML_FAKE_STATE", self.scratch.path().join("nvml-state"));
+        } else {
+            command.arg("--mock").arg(host);
+        }
         let child = command
-            .arg("--mock")
-            .arg(host)
             .arg("--session")
             .arg("--time-scale")
             .arg(self.settings.time_scale.to_string())

@@ -19,7 +19,12 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// A daemon on the example host (two A100s, a V100, a T4) running `edl`,
 /// installed after the start and selected as an admin.
 fn edl_daemon() -> Daemon {
-    let d = Daemon::start();
+    edl_daemon_with(Settings::default())
+}
+
+/// A daemon started with `settings` running `edl`, as [`edl_daemon`]'s.
+pub(crate) fn edl_daemon_with(settings: Settings) -> Daemon {
+    let d = Daemon::start_with(settings);
     std::fs::copy(artefacts().join(EDL), d.plugin_dir().join(EDL)).expect("copy edl");
     success(&gpuctl(&d, &["reload"]));
     success(&gpuctl(&d, &["policy", "use", "edl"]));
@@ -27,7 +32,7 @@ fn edl_daemon() -> Daemon {
 }
 
 /// GPU `gpu`'s core clock as `gpuctl devices --json` shows it.
-fn core_clock(d: &Daemon, gpu: usize) -> u64 {
+pub(crate) fn core_clock(d: &Daemon, gpu: usize) -> u64 {
     let out = success(&gpuctl(d, &["devices", "--json"]));
     let devices: serde_json::Value = serde_json::from_str(&out).expect("devices JSON");
     devices[gpu]["core_clock_mhz"]
@@ -35,7 +40,7 @@ fn core_clock(d: &Daemon, gpu: usize) -> u64 {
         .expect("core_clock_mhz")
 }
 
-fn running(d: &Daemon, id: &str) -> TaskInfo {
+pub(crate) fn running(d: &Daemon, id: &str) -> TaskInfo {
     d.wait_state(id, TaskStatus::Running, LIMIT)
 }
 

@@ -35,7 +35,7 @@ fn device_property(d: &Daemon, gpu: u32, name: &str) -> serde_json::Value {
 }
 
 /// Waits until device `gpu` reads `online` with `health`.
-fn wait_health(d: &Daemon, gpu: u32, online: bool, health: &str) {
+pub(crate) fn wait_health(d: &Daemon, gpu: u32, online: bool, health: &str) {
     wait_for(
         &format!("GPU {gpu} online={online} health={health:?}"),
         Duration::from_secs(10),
@@ -64,7 +64,7 @@ fn devices(d: &Daemon) -> Vec<(u64, bool, String)> {
         .collect()
 }
 
-fn requeued(workload: f64) -> SubmitSpec {
+pub(crate) fn requeued(workload: f64) -> SubmitSpec {
     let mut s = spec(workload, 1.0, 1e5, 1.0);
     s.requeue = true;
     s

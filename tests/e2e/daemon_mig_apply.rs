@@ -30,7 +30,7 @@ fn config(entries: &str) -> String {
 const SPLIT_0: &str =
     "    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
 
-fn apply(d: &Daemon, yaml: &str, opts: Dict) -> zbus::Result<Vec<u32>> {
+pub(crate) fn apply(d: &Daemon, yaml: &str, opts: Dict) -> zbus::Result<Vec<u32>> {
     let proxy = d.proxy();
     let yaml = yaml.to_string();
     d.block_on(async move { proxy.apply_mig_config(&yaml, "", opts).await })
@@ -42,7 +42,7 @@ fn export(d: &Daemon) -> String {
         .expect("ExportMigConfig")
 }
 
-fn instances(l: &MigLayout) -> Vec<String> {
+pub(crate) fn instances(l: &MigLayout) -> Vec<String> {
     l.instances
         .iter()
         .map(|i| format!("{}@{}", i.profile, i.start))
@@ -50,7 +50,7 @@ fn instances(l: &MigLayout) -> Vec<String> {
 }
 
 /// Waits until GPU `gpu`'s change settles; returns its layout.
-fn settled(d: &Daemon, gpu: u32) -> MigLayout {
+pub(crate) fn settled(d: &Daemon, gpu: u32) -> MigLayout {
     wait_for(&format!("GPU {gpu}'s MIG change to settle"), LIMIT, || {
         let l = d.mig_layout(gpu);
         (l.state != "draining" && l.state != "applying").then_some(l)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use gpu_agent_backend::mock::{Fault, MockBackend, SystemClock};
-use gpu_agent_backend::BackendError;
+use gpu_agent_backend::{BackendError, ClockPair, ClockRange, GpuBackend};
 use nvml_wrapper_sys::bindings::*;
 
 use crate::control::{Control, Event};
@@ -37,6 +37,8 @@ pub(crate) struct Fake {
     /// The GPUs registered in each event set, by set number.
     sets: Mutex<Vec<BTreeSet<u32>>>,
     pub(crate) control: Control,
+    /// Where the GPUs' controls are kept between processes.
+    state: Option<PathBuf>,
 }
 
 /// Locks `m`, whatever a panicking holder left.
@@ -64,8 +66,83 @@ impl Fake {
             handles: Mutex::default(),
             sets: Mutex::default(),
             control: Control::from_env(),
+            state: std::env::var_os("NVML_FAKE_STATE").map(PathBuf::from),
         };
+        if let Some(text) = fake
+            .state
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        {
+            fake.restore(&text);
+        }
         Ok(FAKE.get_or_init(|| fake))
+    }
+
+    /// Writes every GPU's controls to the file `NVML_FAKE_STATE` names, for
+    /// the next process's `nvmlInit`: the driver keeps clock locks,
+    /// application clocks and power limits after the process that set them
+    /// ends, killed or not. (MIG instances are not kept.)
+    pub(crate) fn save(&self) {
+        let Some(path) = &self.state else { return };
+        let mut text = String::new();
+        for gpu in 0.. {
+            let Some(c) = self.mock.controls(gpu) else {
+                break;
+            };
+            if let Some(r) = c.locked_core {
+                text += &format!("{gpu} core {} {}\n", r.min_mhz, r.max_mhz);
+            }
+            if let Some(r) = c.locked_memory {
+                text += &format!("{gpu} memory {} {}\n", r.min_mhz, r.max_mhz);
+            }
+            if let Some(p) = c.applications {
+                text += &format!("{gpu} applications {} {}\n", p.core_mhz, p.mem_mhz);
+            }
+            text += &format!("{gpu} power {}\n", c.power_limit_mw);
+        }
+        let staged = path.with_extension(format!("{}", std::process::id()));
+        if let Err(e) = std::fs::write(&staged, text).and_then(|()| std::fs::rename(&staged, path))
+        {
+            eprintln!(
+                "nvml stand-in: cannot keep the GPUs' controls in {}: {e}",
+                path.display()
+            );
+        }
+    }
+
+    /// Puts back the controls [`save`](Self::save) kept, through the mock's
+    /// own calls.
+    fn restore(&self, text: &str) {
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let n = |i: usize| {
+                words
+                    .get(i)
+                    .and_then(|w| w.parse::<u32>().ok())
+                    .unwrap_or(0)
+            };
+            let gpu = n(0);
+            let range = ClockRange {
+                min_mhz: n(2),
+                max_mhz: n(3),
+            };
+            let restored = match words.get(1) {
+                Some(&"core") => self.mock.lock_core_clocks(gpu, range),
+                Some(&"memory") => self.mock.lock_memory_clocks(gpu, range),
+                Some(&"applications") => self.mock.set_applications_clocks(
+                    gpu,
+                    ClockPair {
+                        core_mhz: n(2),
+                        mem_mhz: n(3),
+                    },
+                ),
+                Some(&"power") => self.mock.set_power_limit(gpu, n(2)).map(drop),
+                _ => Ok(()),
+            };
+            if let Err(e) = restored {
+                eprintln!("nvml stand-in: {line:?} kept by the last process: {e}");
+            }
+        }
     }
 
     /// The stand-in, once initialised.

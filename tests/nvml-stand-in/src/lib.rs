@@ -6,7 +6,8 @@
 //!
 //! Its GPUs come from the host file `NVML_FAKE_HOST` names (the `--mock`
 //! format); faults and delays from the control file `NVML_FAKE_CONTROL` names
-//! ([`control`]). Where the driver differs from the mock's trait, this layer
+//! ([`control`]); their clock locks, application clocks and power limits
+//! outlive the process in the file `NVML_FAKE_STATE` names, as a driver's do. Where the driver differs from the mock's trait, this layer
 //! does what the driver does: `nvmlDeviceSetMigMode` takes effect at once on
 //! an idle GPU (the driver resets it), and a power limit outside the
 //! constraints is refused rather than clamped.
@@ -66,7 +67,13 @@ fn run(call: &'static str, body: impl FnOnce() -> R) -> nvmlReturn_t {
                 return Err(code);
             }
         }
-        body()
+        let result = body();
+        if result.is_ok() && WRITES.contains(&call) {
+            if let Ok(fake) = Fake::get() {
+                fake.save();
+            }
+        }
+        result
     }));
     match outcome {
         Ok(Ok(())) => nvmlReturn_enum_NVML_SUCCESS,
