@@ -37,8 +37,10 @@ pub(crate) struct Fake {
     /// The GPUs registered in each event set, by set number.
     sets: Mutex<Vec<BTreeSet<u32>>>,
     pub(crate) control: Control,
-    /// Where the GPUs' controls are kept between processes.
-    state: Option<PathBuf>,
+    /// Where the GPUs' controls are kept between processes; the lock makes
+    /// each read of the controls and its write one step, so that a write
+    /// from another thread cannot overtake it with older controls.
+    state: Mutex<Option<PathBuf>>,
 }
 
 /// Locks `m`, whatever a panicking holder left.
@@ -66,13 +68,12 @@ impl Fake {
             handles: Mutex::default(),
             sets: Mutex::default(),
             control: Control::from_env(),
-            state: std::env::var_os("NVML_FAKE_STATE").map(PathBuf::from),
+            state: Mutex::new(std::env::var_os("NVML_FAKE_STATE").map(PathBuf::from)),
         };
-        if let Some(text) = fake
-            .state
+        let kept = lock(&fake.state)
             .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-        {
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        if let Some(text) = kept {
             fake.restore(&text);
         }
         Ok(FAKE.get_or_init(|| fake))
@@ -83,7 +84,8 @@ impl Fake {
     /// application clocks and power limits after the process that set them
     /// ends, killed or not. (MIG instances are not kept.)
     pub(crate) fn save(&self) {
-        let Some(path) = &self.state else { return };
+        let state = lock(&self.state);
+        let Some(path) = state.as_ref() else { return };
         let mut text = String::new();
         for gpu in 0.. {
             let Some(c) = self.mock.controls(gpu) else {
