@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """MIG planning evidence: `gpuctl mig plan` on random instances and on the
-worked example of mig.md §5.3; writes a Markdown section.
+worked example of docs/mig.md §5.3; writes a Markdown section.
 
     evidence/mig_plan.py GPUCTL WORK OUT.md
 
 Instances (seeded, so the section is reproducible): for A100-SXM4-40GB over
-the spec's five profiles (14 configurations) and H100-SXM5-80GB over all but
+the five profiles of docs/mig.md §1.4 (14 configurations) and H100-SXM5-80GB over all but
 +me (38 configurations), 2-8 models each with a rate per compute slice drawn
 from 20-200, a smallest profile it fits (memory), a per-profile efficiency of
 0.75-1.1, and demands that together fill about 1-8 GPUs' compute slices.
@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 
-# name, compute slices, memory slices (mig.md §2.2-2.3)
+# name, compute slices, memory slices (docs/mig.md §1.3)
 MODELS = {
     "A100-SXM4-40GB": [
         ("1g.5gb", 1, 1),
@@ -105,9 +105,9 @@ def main():
     w = out.append
     w("## (d) MIG planning: `gpuctl mig plan`\n")
     w(
-        "The fewest GPUs whose MIG instances serve every model's demand (mig.md §4-5). "
+        "The fewest GPUs whose MIG instances serve every model's demand (docs/mig.md §4-5). "
         "Random instances by `evidence/mig_plan.py` (see its header): on A100-SXM4-40GB over "
-        "the spec's five profiles (14 configurations) and on H100-SXM5-80GB over all profiles "
+        "the five profiles of docs/mig.md §1.4 (14 configurations) and on H100-SXM5-80GB over all profiles "
         f"but +me (38 configurations), 2-8 models, demands filling about 1-8 GPUs. `LB` is "
         "the LP lower bound ⌈LP⌉; every plan was verified (demands met, layouts valid, "
         f"≥ LB) before it was printed. exact runs with a {TIME_LIMIT_S} s limit and starts "
@@ -152,7 +152,7 @@ def main():
         text=True,
         check=True,
     )
-    w("### The worked example (mig.md §5.3)\n")
+    w("### The worked example (docs/mig.md §5.3)\n")
     w("`gpuctl mig plan examples/mig-plan.toml --out-config plan.yaml --out-assignment plan.csv`:\n")
     w("```\n" + done.stdout.rstrip() + "\n```\n")
     with open(yaml) as f:

@@ -89,9 +89,11 @@ common_files() {
     echo "644 root:root /usr/share/bash-completion/completions/gpuctl"
     echo "644 root:root /usr/share/fish/vendor_completions.d/gpuctl.fish"
     echo "644 root:root /usr/share/doc/gpu-agent/README.md"
-    echo "644 root:root /usr/share/doc/gpu-agent/dbus.md"
-    echo "644 root:root /usr/share/doc/gpu-agent/formats.md"
-    echo "644 root:root /usr/share/doc/gpu-agent/slurm.md"
+    echo "644 root:root /usr/share/doc/gpu-agent/ARCHITECTURE.md"
+    # Every document of docs/ (the installed files cite them there).
+    for doc in docs/*.md; do
+        echo "644 root:root /usr/share/doc/gpu-agent/${doc#docs/}"
+    done
     echo "644 root:root /usr/share/doc/gpu-agent/examples/host.toml"
 }
 # The .deb: Debian's paths and modes, and what Debian requires besides.

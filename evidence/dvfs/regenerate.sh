@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates evidence/dvfs/report.md and savings.svg: the DVFS paper's
-# experiments (dvfs-energy.md §5) through `gpuctl dvfs paper`, beside the
+# experiments (docs/dvfs.md §5) through `gpuctl dvfs paper`, beside the
 # authors' rows (examples/dvfs/paper-*-results.csv).
 #
 #   evidence/dvfs/regenerate.sh        # GPUCTL=path/to/gpuctl to skip the build

@@ -159,7 +159,7 @@ def main():
     lines.append(row("l 16, BIN DVFS, agent (paper text: BIN-D 85.27 M)", r["dvfs"], None))
     lines += [
         "",
-        "The online compat rows follow the authors' released code, which (dvfs-energy.md §5, "
+        "The online compat rows follow the authors' released code, which (docs/dvfs.md §5, "
         "re-run) does not produce the CSV's online DVFS rows: each deadline-prior task opens a "
         "server and runs late. gpu-agent's rule, which re-solves those tasks on their deadline, "
         "lands on the CSV's online DVFS rows with no miss.",

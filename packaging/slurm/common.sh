@@ -1,4 +1,4 @@
-# Sourced by gpu-agent's Slurm prolog and epilog (docs/slurm.md); not run
+# Sourced by gpu-agent's Slurm prolog and epilog (/usr/share/doc/gpu-agent/slurm.md); not run
 # on its own. POSIX sh: dash and bash both run it.
 #
 # Settings, each overridable in /etc/gpu-agent/slurm.env (or the file

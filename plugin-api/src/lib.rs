@@ -38,7 +38,8 @@ pub use abi_stable;
 pub mod instance;
 
 /// The boundary's own version, checked by the agent at load time in addition to
-/// abi_stable's layout and crate-version checks.
+/// abi_stable's layout and crate-version checks (only this crate crosses the
+/// boundary: ARCHITECTURE.md, invariant 9).
 pub const ABI_VERSION: &str = "gpu-agent-policy-abi/6";
 
 /// A task key: handed out densely from 0 in submission order and never
@@ -250,7 +251,7 @@ impl Task {
     }
 }
 
-/// Where a MIG instance lies on its GPU (mig.md §6.1).
+/// Where a MIG instance lies on its GPU (docs/mig.md §6.1).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq)]
 pub struct MigInstance<'a> {
@@ -326,7 +327,7 @@ pub struct View<'a> {
     pub pending: RSlice<'a, TaskKey>,
     /// The devices, indexed by device index. The list may grow between
     /// calls (MIG instances made at run time take new indices, never reused;
-    /// mig.md §6.1), so per-device state is sized from it at each call.
+    /// docs/mig.md §6.1), so per-device state is sized from it at each call.
     pub devices: RSlice<'a, Device<'a>>,
 }
 
@@ -445,7 +446,7 @@ pub enum Decision {
         /// The layout.
         layout: RString,
     },
-    /// Say how a DVFS policy chose a placed task's clocks (dvfs-energy.md §6),
+    /// Say how a DVFS policy chose a placed task's clocks (docs/dvfs.md §6),
     /// for the schedule and the task's record; it changes nothing else. The
     /// task must be placed (queued or running) by then.
     Dvfs {
@@ -459,7 +460,7 @@ pub enum Decision {
     },
 }
 
-/// Whether a task's energy-optimal clocks meet its deadline (dvfs-energy.md §1.3).
+/// Whether a task's energy-optimal clocks meet its deadline (docs/dvfs.md §1.3).
 #[repr(u8)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DvfsClass {

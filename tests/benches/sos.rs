@@ -1,8 +1,9 @@
 //! Benchmark of the `sos` policy on the published SOS workload (not a timed test).
 //!
 //! The workload is the one the TRETS/Hercules/STANNIC SOS papers benchmark on:
-//! 10,000 jobs on 5 unrelated machines (`sim_5_machines.txt`, see
-//! /work/shared/data/README.md; `SOS_WORKLOAD=PATH` reads another copy). It is
+//! 10,000 jobs on 5 unrelated machines (`sim_5_machines.txt` of the published
+//! SOS software, read from [`WORKLOAD`]; `SOS_WORKLOAD=PATH` reads another
+//! copy). It is
 //! converted as `gpuctl trace import sos` does (five identical devices, run
 //! times from the jobs' `runtimes`) and replayed through the real scheduler
 //! core by `sim::simulate`.

@@ -1,4 +1,4 @@
-//! MIG through the real binaries (mig.md §6.2): `gpuctl mig show`, `export`
+//! MIG through the real binaries (docs/mig.md §6.2): `gpuctl mig show`, `export`
 //! and `assert` against the mock host, and `GetMigLayout` through busctl.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! MIG layout changes through the real binaries (mig.md §6.2, §6.3):
+//! MIG layout changes through the real binaries (docs/mig.md §6.2, §6.3):
 //! `ApplyMigConfig` on the mock host (GPUs 0 and 1 A100-SXM4-40GB, 2 a V100,
 //! 3 a T4) drains a GPU while tasks run and gives it its new layout, or
 //! refuses with a named error and changes nothing; `CancelMigChange` and a

@@ -1,4 +1,4 @@
-//! MIG instances as the daemon's devices (mig.md §6.1, §6.5), through the
+//! MIG instances as the daemon's devices (docs/mig.md §6.1, §6.5), through the
 //! real binaries: a mock host whose A100 starts split lists its instances
 //! (busctl, `gpuctl devices`), runs tasks on them with their `MIG-` UUIDs,
 //! keeps their indices across restarts, makes them again after a "reboot"

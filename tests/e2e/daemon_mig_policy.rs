@@ -1,4 +1,4 @@
-//! The mig-plan policy in the daemon (mig.md §6.4): with `[mig] allow_policy
+//! The mig-plan policy in the daemon (docs/mig.md §6.4): with `[mig] allow_policy
 //! = true` its `Decision::MigLayout` drains the mock A100 and gives it the
 //! planned layout, the daemon's MIG instances then run the tasks, nothing is
 //! lost, and the policy stays in charge (no fault).

@@ -88,7 +88,7 @@ const CORE_EXTERNAL: &[&str] = &["serde"];
 /// re-exports.
 const SANS_IO: &[&str] = &["gpu-agent-core", "gpu-agent-catalogue"];
 
-/// The crates that may know D-Bus (design.md, invariant 5).
+/// The crates that may know D-Bus (ARCHITECTURE.md, invariant 1).
 const DBUS_AWARE: &[&str] = &["gpu-agent-dbus", "gpu-agent-daemon", "gpu-agent-cli"];
 
 /// The prefix of the policy plugins' crates: `cdylib`s the agent loads at

@@ -58,4 +58,5 @@ mod readme;
 mod sa_greedy;
 mod slurm;
 mod sos;
+mod tidy;
 mod validity;

@@ -1,4 +1,4 @@
-//! The mig-plan policy in `gpuctl simulate` (mig.md §6.4, issue 15 item 4):
+//! The mig-plan policy in `gpuctl simulate` (docs/mig.md §6.4, issue 15 item 4):
 //! on examples/mig-shift.csv, whose demand shifts at 1800 s from 4 GB tasks
 //! to 15 GB ones, it changes the layouts of examples/host-mig-shift.toml's
 //! two A100s (drained first: nothing runs on a GPU while it changes, nothing

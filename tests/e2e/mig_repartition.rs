@@ -1,5 +1,5 @@
 //! Every shipped policy while the core changes a GPU's MIG layout at run
-//! time (mig.md §6.3): the GPU is drained, split into instances, drained
+//! time (docs/mig.md §6.3): the GPU is drained, split into instances, drained
 //! again and made whole, in the middle of a replay that this test drives
 //! itself, as the daemon will (drain with `Input::Offline`, wait until it is
 //! idle, `Core::repartition`, bring the new devices online).

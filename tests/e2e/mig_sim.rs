@@ -1,4 +1,4 @@
-//! `gpuctl simulate` on MIG devices (mig.md §6.1): a host file's
+//! `gpuctl simulate` on MIG devices (docs/mig.md §6.1): a host file's
 //! `mig = [...]` splits a GPU into instances that run the workload, gangs
 //! stay on whole GPUs, and two host files compare side by side.
 

@@ -1,5 +1,5 @@
 //! Creating MIG instances: one GPU instance at a placement and one
-//! full-size compute instance in it (mig.md §2.1 rule 3), the way the agent
+//! full-size compute instance in it (docs/mig.md §1.2), the way the agent
 //! makes every instance.
 
 use super::{BackendError, ComputeInstance, GpuBackend, GpuInstance, Result};

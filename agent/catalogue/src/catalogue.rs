@@ -131,7 +131,7 @@ impl GpuModel {
     }
 
     /// The lowest supported clock pair at or above the normalised `clocks`
-    /// (dvfs-energy.md §6: a policy's clocks are rounded up, so a task runs
+    /// (docs/dvfs.md §6: a policy's clocks are rounded up, so a task runs
     /// no slower than its policy planned): the lowest memory clock at or above
     /// `clocks.mem` whose core clocks reach `clocks.core`, and the lowest of
     /// its core clocks at or above `clocks.core`. The default clocks are

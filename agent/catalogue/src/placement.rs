@@ -1,5 +1,5 @@
 //! Where MIG GPU instances go: the placement tree of a profile table
-//! (spec mig.md §4.5).
+//! (docs/mig.md §2).
 //!
 //! The memory slices of an A100 or H100 form a tree of aligned intervals:
 //! `[0,8)` splits into `[0,4)` and `[4,8)`, each of those into two quarters,
@@ -57,7 +57,7 @@ impl fmt::Display for Instance {
 /// The GPU instances of one GPU, ordered by start.
 pub type Layout = Vec<Instance>;
 
-/// Why a layout breaks the driver's rules (spec §2.1, rule 1).
+/// Why a layout breaks the driver's rules (docs/mig.md §1.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LayoutError {
     /// The profile cannot start at that memory slice.
@@ -135,7 +135,7 @@ pub struct Request {
 
 impl Request {
     /// Reads `PROFILE` or `PROFILE@START` (e.g. `3g.20gb@4`; the host file's
-    /// and `Decision::MigLayout`'s spelling, mig.md §6.1, §6.4) against
+    /// and `Decision::MigLayout`'s spelling, docs/mig.md §6.1, §6.4) against
     /// `table`: the profile must be one of its names, the start one of the
     /// profile's placements.
     pub fn parse(table: &'static MigTable, text: &str) -> Result<Request, String> {
@@ -296,7 +296,7 @@ impl Tree {
     }
 
     /// The tree of `table` over its profiles but the `+me` ones (the planner's
-    /// default, spec §5.1).
+    /// default, docs/mig.md §5.1).
     pub fn default_profiles(table: &'static MigTable) -> Tree {
         let profiles: Vec<&'static MigProfile> = table
             .profiles

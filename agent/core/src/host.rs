@@ -13,7 +13,7 @@ use crate::placement::{Instance, Layout};
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSpec {
     /// Index: physical GPUs 0.. in file order, then MIG instances (by GPU,
-    /// then start; mig.md §6.1).
+    /// then start; docs/mig.md §6.1).
     pub index: u32,
     /// Catalogue entry (a MIG instance's is its GPU's).
     pub model: &'static GpuModel,
@@ -44,7 +44,7 @@ pub enum Partition {
     /// A MIG instance.
     Mig(MigSlot),
     /// A MIG instance a later layout removed: it keeps its index (indices
-    /// are never reused, mig.md §6.1) but takes no placement and holds no
+    /// are never reused, docs/mig.md §6.1) but takes no placement and holds no
     /// share of its GPU.
     Retired(MigSlot),
 }
@@ -63,7 +63,7 @@ pub struct MigSlot {
 impl DeviceSpec {
     /// MIG instance `index` of GPU `parent` with `profile` at `start`: the
     /// profile's memory, the GPU's speed and cost times the instance's share
-    /// of compute slices (mig.md §6.1).
+    /// of compute slices (docs/mig.md §6.1).
     pub fn mig_instance(
         index: u32,
         parent: &DeviceSpec,
@@ -190,7 +190,7 @@ impl Host {
     /// The host of whole GPUs `gpus` (indexed 0.. in order) with GPU `g`
     /// split as `layout` for each `(g, layout)` of `layouts` (at most one per
     /// GPU, of its model's table): a split GPU keeps its index, and the MIG
-    /// instances take the next indices, by GPU, then start (mig.md §6.1).
+    /// instances take the next indices, by GPU, then start (docs/mig.md §6.1).
     pub fn partitioned(mut gpus: Vec<DeviceSpec>, layouts: &[(u32, Layout)]) -> Host {
         let mut layouts: Vec<&(u32, Layout)> = layouts.iter().collect();
         layouts.sort_by_key(|(g, _)| *g);

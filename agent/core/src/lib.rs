@@ -2,7 +2,8 @@
 //! consumes or computes.
 //!
 //! Nothing here reads a file or a clock, spawns a process, logs or talks to a
-//! bus: the simulator and the daemon drive it and carry out its actions.
+//! bus: the simulator and the daemon drive it and carry out its actions
+//! (ARCHITECTURE.md, invariant 2).
 //!
 //! - [`scheduler`]: the core ([`Core`]): queues, dispatch, checking decisions;
 //! - [`agenda`]: what is due when, the event queue of the core's drivers;

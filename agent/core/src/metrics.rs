@@ -44,7 +44,7 @@ pub struct Metrics {
     /// Energy idle GPUs drew over the span (J).
     pub energy_idle_j: f64,
     /// Energy of turning GPUs or servers on (J); 0 on one host, which never
-    /// turns a GPU off (dvfs-energy.md §6).
+    /// turns a GPU off (docs/dvfs.md §6).
     pub energy_overhead_j: f64,
     /// The same policy's energy without DVFS (J); `energy_j` when no task ran
     /// at other than default clocks.
@@ -53,7 +53,7 @@ pub struct Metrics {
     pub energy_saving: f64,
 }
 
-/// GPU energy over a span, split as dvfs-energy.md §3.1 does (J).
+/// GPU energy over a span, split as docs/dvfs.md §3.1 does (J).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct EnergySplit {
     /// While running tasks.

@@ -1,7 +1,8 @@
 //! A task as the core consumes it, and the range rules of its values.
 //!
 //! Every reader of tasks (trace rows, `Submit` dictionaries) checks its
-//! numbers with the same [`Rule`]s, so a value one accepts the other accepts.
+//! numbers with the same [`Rule`]s, so a value one accepts the other accepts
+//! (one rule, one place: ARCHITECTURE.md, invariant 11).
 
 use gpu_agent_plugin_api::AppModel;
 

@@ -160,7 +160,7 @@ pub struct Config {
     pub mig: MigSettings,
 }
 
-/// The `[mig]` table (mig.md §6.3, §6.4).
+/// The `[mig]` table (docs/mig.md §6.3, §6.4).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MigSettings {
     /// Whether policies may ask for layouts (`Decision::MigLayout`).

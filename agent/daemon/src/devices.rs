@@ -130,7 +130,7 @@ pub fn object_path(spec: &DeviceSpec) -> Option<String> {
 /// A device's properties as the backend reports them now. A MIG instance
 /// shows its GPU's name, clocks and MIG mode, its own UUID and memory (from
 /// the backend), and its compute-slice share of its GPU's power and energy
-/// (mig.md §6.1); NVML reports no utilisation under MIG, nor does it.
+/// (docs/mig.md §6.1); NVML reports no utilisation under MIG, nor does it.
 pub fn read(
     backend: &dyn GpuBackend,
     spec: &DeviceSpec,

@@ -1,4 +1,4 @@
-//! The host's devices as its GPUs are partitioned (mig.md §6.1, §6.5).
+//! The host's devices as its GPUs are partitioned (docs/mig.md §6.1, §6.5).
 //!
 //! At start the daemon reads each GPU's MIG mode and instances from the
 //! backend: a GPU with MIG on is split (it keeps its index and runs
@@ -123,7 +123,7 @@ impl Target {
     }
 
     /// The share of its GPU's energy counter a device's run is charged:
-    /// compute slices / 7 for a MIG instance (mig.md §6.1), 1 otherwise.
+    /// compute slices / 7 for a MIG instance (docs/mig.md §6.1), 1 otherwise.
     pub fn energy_share(spec: &DeviceSpec) -> f64 {
         match &spec.partition {
             Partition::Mig(_) => spec.power_share(),

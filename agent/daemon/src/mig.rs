@@ -1,4 +1,4 @@
-//! The MIG read side (mig.md §6.2): a GPU's layout, the host as a mig-parted
+//! The MIG read side (docs/mig.md §6.2): a GPU's layout, the host as a mig-parted
 //! v1 file, and whether the host matches one. Reads go straight to the
 //! backend; nothing here changes a GPU.
 
@@ -238,7 +238,7 @@ impl MigView {
     }
 }
 
-/// The D-Bus error of a configuration error (mig.md §6.2).
+/// The D-Bus error of a configuration error (docs/mig.md §6.2).
 pub fn config_error(e: ConfigError) -> AgentError {
     let text = e.to_string();
     match e.kind {

@@ -425,7 +425,7 @@ impl AgentService {
         ))
     }
 
-    /// One GPU's MIG state (mig.md §6.2).
+    /// One GPU's MIG state (docs/mig.md §6.2).
     async fn get_mig_layout(&self, gpu: u32) -> Result<Dict, AgentError> {
         let mig = self.mig.clone();
         let mut layout = blocking(move || mig.layout(gpu)).await?;

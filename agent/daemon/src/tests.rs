@@ -486,8 +486,8 @@ fn lay_out(mock: &MockBackend, gpu: u32, layout: &[gpu_agent_core::placement::In
     }
 }
 
-/// Every maximal A100-40GB layout over profiles 19, 14, 9, 5, 0 (mig.md
-/// §2.4: 19 layouts, 14 configurations), written as a v1 configuration,
+/// Every maximal A100-40GB layout over profiles 19, 14, 9, 5, 0 (docs/mig.md
+/// §1.4: 19 layouts, 14 configurations), written as a v1 configuration,
 /// places by first-fit decreasing where the mock's driver rules accept it,
 /// and then asserts true through the agent.
 #[tokio::test(flavor = "multi_thread")]

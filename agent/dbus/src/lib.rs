@@ -48,7 +48,7 @@ pub fn device_path(index: u32) -> String {
 }
 
 /// The object path of the MIG device of GPU `gpu` whose GPU instance starts
-/// at memory slice `start` (mig.md §6.1: unique and stable, whatever ids the
+/// at memory slice `start` (docs/mig.md §6.1: unique and stable, whatever ids the
 /// driver gives).
 pub fn mig_device_path(gpu: u32, start: u32) -> String {
     format!("{AGENT_PATH}/gpu/{gpu}/mig/{start}")

@@ -1,4 +1,4 @@
-//! A GPU's MIG layout on the wire (`GetMigLayout`, mig.md §6.2).
+//! A GPU's MIG layout on the wire (`GetMigLayout`, docs/mig.md §6.2).
 
 use std::collections::HashMap;
 

@@ -622,7 +622,7 @@ pub struct TaskInfo {
     /// What was submitted.
     pub spec: SubmitSpec,
     /// The clocks it ran at and what the DVFS model makes of them, once it
-    /// started (dvfs-energy.md §6).
+    /// started (docs/dvfs.md §6).
     pub clocks: Option<TaskClocks>,
     /// Why it waits, while it is queued or assigned (the daemon's reading of
     /// its queues and devices when it answered).
@@ -641,7 +641,7 @@ pub struct TaskWait {
 }
 
 /// The clocks a task ran at, on its first device, and the DVFS model's time
-/// and power there and at default clocks (dvfs-energy.md §6).
+/// and power there and at default clocks (docs/dvfs.md §6).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskClocks {
     /// Core clock set, MHz.

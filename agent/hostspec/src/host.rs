@@ -27,7 +27,7 @@ struct RawCluster {
 }
 
 /// The optional `[cluster]` table: the DVFS paper's cluster model
-/// (dvfs-energy.md §3.1, §3.4), `servers` servers each holding the host's
+/// (docs/dvfs.md §3.1, §3.4), `servers` servers each holding the host's
 /// GPUs. Read only by the simulator; the node agent is one server that never
 /// sleeps.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -200,9 +200,9 @@ pub fn parse_with_cluster(
     Ok((host, cluster))
 }
 
-/// The layout a `mig = [...]` list asks for on a GPU of `model` (mig.md
+/// The layout a `mig = [...]` list asks for on a GPU of `model` (docs/mig.md
 /// §6.1: profile names with an optional `@start`, the rest placed first fit
-/// decreasing on the placement tree, §4.5); `err` makes an error of a span,
+/// decreasing on the placement tree, §2); `err` makes an error of a span,
 /// a key suffix (`""` or `[k]`) and a message.
 fn mig_layout(
     model: &GpuModel,

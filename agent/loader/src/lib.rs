@@ -3,7 +3,7 @@
 //! Every `.so` in a directory is loaded on its own with
 //! `lib_header_from_path(..).init_root_module()`; a file that cannot be opened,
 //! is not a gpu-agent plugin, or was built against another ABI is reported with
-//! its path and reason and skipped.
+//! its path and reason and skipped (ARCHITECTURE.md, invariant 10).
 
 use std::path::{Path, PathBuf};
 

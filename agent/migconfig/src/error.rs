@@ -27,7 +27,7 @@ impl fmt::Display for Pos {
 }
 
 /// What kind of refusal an error is; the D-Bus layer maps each to its error
-/// name (mig.md §6.2).
+/// name (docs/mig.md §6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// Malformed YAML, a broken schema rule, an unknown configuration or

@@ -1,4 +1,4 @@
-//! The mig-parted v1 file: model, reader and writer (mig.md §3.1).
+//! The mig-parted v1 file: model, reader and writer (docs/mig.md §3.1).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -161,7 +161,7 @@ impl std::str::FromStr for PciId {
 }
 
 impl MigConfigFile {
-    /// Reads a v1 file; every rule of mig.md §3.1 is checked. Errors name the
+    /// Reads a v1 file; every rule of docs/mig.md §3.1 is checked. Errors name the
     /// line, column and key.
     pub fn parse(text: &str) -> Result<MigConfigFile, ConfigError> {
         let options = serde_saphyr::options! {

@@ -1,4 +1,4 @@
-//! A configuration file against a host's GPUs (mig.md §3.1, §3.2, §3.5).
+//! A configuration file against a host's GPUs (docs/mig.md §3.1, §3.2, §3.3).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,7 +60,7 @@ pub struct GpuMig {
 
 /// The targets of configuration `name` (the only one when `None`) on `gpus`,
 /// one per selected GPU; GPUs no entry selects are absent. Every rule of
-/// mig.md §3.5 is checked: GPU indices exist, no GPU is selected twice, MIG
+/// docs/mig.md §3.3 is checked: GPU indices exist, no GPU is selected twice, MIG
 /// only on MIG-capable GPUs, no `c.` profiles, profile names of the GPU's
 /// model, counts that can be placed.
 pub fn resolve(
@@ -270,7 +270,7 @@ fn counts(profiles: impl Iterator<Item = &'static MigProfile>) -> Vec<(&'static 
 }
 
 /// What `assert` finds different between `targets` (from [`resolve`]) and the
-/// GPUs' state (mig.md §3.2): mode, then instance counts per profile, and
+/// GPUs' state (docs/mig.md §3.2): mode, then instance counts per profile, and
 /// GPUs no entry selects. Empty: the host is as configured.
 pub fn mismatches(
     targets: &BTreeMap<u32, Target>,
@@ -312,7 +312,7 @@ pub fn mismatches(
 }
 
 /// The host's state as a v1 file with one configuration `label` (mig-parted
-/// `export`, mig.md §3.2): GPUs of one model with equal mode and counts share
+/// `export`, docs/mig.md §3.2): GPUs of one model with equal mode and counts share
 /// an entry; `device-filter` only when the host mixes models; `devices: all`
 /// when an entry covers every GPU its filter matches.
 pub fn export(label: &str, gpus: &[(HostGpu, GpuMig)]) -> MigConfigFile {

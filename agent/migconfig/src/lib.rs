@@ -1,6 +1,6 @@
 //! NVIDIA mig-parted v1 configuration files, as the agent reads them
-//! (mig.md §3): the same schema and meaning, files accepted unchanged, with
-//! the agent's restrictions of §3.5.
+//! (docs/mig.md §3): the same schema and meaning, files accepted unchanged, with
+//! the agent's restrictions of §3.3.
 //!
 //! - [`file`]: the model ([`MigConfigFile`]), its reader ([`MigConfigFile::parse`],
 //!   every rule of §3.1, errors naming line, column and key) and its writer

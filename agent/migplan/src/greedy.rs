@@ -1,4 +1,4 @@
-//! Algorithm B (spec §4.4): multiset-multicover greedy.
+//! Algorithm B (docs/mig.md §4.4): multiset-multicover greedy.
 //!
 //! While some demand remains, every configuration's blocks are given to jobs
 //! (or left idle) so as to maximise the gain Σ_j min(r_j, what j gets), and a

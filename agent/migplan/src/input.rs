@@ -1,4 +1,4 @@
-//! The plan file (spec §5.1): TOML with `[[job]]` tables or a `jobs` CSV
+//! The plan file (docs/mig.md §5.1): TOML with `[[job]]` tables or a `jobs` CSV
 //! table. Every error names the file, the line and the key; nothing partial
 //! is returned.
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gpu_agent_catalogue::catalogue::{self, GpuModel};
 use gpu_agent_catalogue::mig::MigProfile;
-use gpu_agent_input::{line_of, read_text};
+use gpu_agent_input::{line_of, parse_toml, read_text};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -104,13 +104,7 @@ pub fn parse(
             message,
         )
     };
-    let raw: RawPlan = toml::from_str(text).map_err(|e| {
-        at(
-            e.span().map(|s| s.start),
-            None,
-            e.message().trim_end().into(),
-        )
-    })?;
+    let raw: RawPlan = parse_toml(path, text)?;
     let model = lookup_model(raw.model.get_ref())
         .map_err(|m| at(Some(raw.model.span().start), Some("model"), m))?;
     let table = model.mig.expect("lookup_model checks");

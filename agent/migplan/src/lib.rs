@@ -1,5 +1,5 @@
 //! MIG planning: the fewest GPUs, and their MIG layouts, that serve every
-//! model's demand (spec mig.md §4–5, Configurable Machine Scheduling).
+//! model's demand (docs/mig.md §4–5, Configurable Machine Scheduling).
 //!
 //! Block types are the chosen MIG profiles of one GPU model; configurations
 //! are the multisets of the model's maximal layouts, generated from the

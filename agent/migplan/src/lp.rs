@@ -1,9 +1,9 @@
-//! The canonical program of spec §4.2 on the microlp solver (through good_lp):
+//! The canonical program of docs/mig.md §4.2 on the microlp solver (through good_lp):
 //! its LP relaxation (the lower bound), the LP with the GPU counts fixed
 //! (rounding's vertex), the integer program (exact), and the exact
 //! re-assignment of given blocks to jobs.
 //!
-//! Throughputs are capped at the demand (§4.3 step 1) everywhere: a block
+//! Throughputs are capped at the demand (docs/mig.md §4.1) everywhere: a block
 //! never usefully gives a job more than its demand.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! A plan: each GPU's layout and the job of each instance; its verification
-//! and its outputs (spec §5.2).
+//! and its outputs (docs/mig.md §5.2).
 
 use std::fmt::Write as _;
 
@@ -69,7 +69,7 @@ impl Plan {
     /// configurations) with `x[i][j]` blocks of type i for job j: each GPU's
     /// configuration placed first-fit decreasing, blocks handed to jobs in job
     /// order, and blocks left over given to the job with the least headroom
-    /// that they serve (spec §4.3 step 8).
+    /// that they serve (docs/mig.md §4.3).
     ///
     /// # Panics
     /// If a configuration does not place (the problem's never fail) or `x`
@@ -249,7 +249,7 @@ pub enum Status {
     Feasible,
 }
 
-/// Rounding's guarantee, checked on its result (spec §4.3).
+/// Rounding's guarantee, checked on its result (docs/mig.md §4.3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoundingCheck {
     /// Σ m of the first feasible grid vector (≤ (1+ε)·OPT over the
@@ -287,7 +287,7 @@ pub struct Outcome {
     pub solve_s: f64,
 }
 
-/// The JSON summary of spec §5.2 (`--json`).
+/// The JSON summary of docs/mig.md §5.2 (`--json`).
 #[derive(Debug, Serialize)]
 pub struct Summary<'a> {
     /// GPUs of the plan.

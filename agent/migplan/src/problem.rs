@@ -28,7 +28,7 @@ pub enum ProblemError {
     Shape(String),
 }
 
-/// A planning instance (spec §4.1).
+/// A planning instance (docs/mig.md §4.1).
 #[derive(Debug, Clone)]
 pub struct Problem {
     /// The GPU model every GPU of the plan is.
@@ -99,7 +99,7 @@ impl Problem {
         self.model.mig.expect("checked in Problem::new")
     }
 
-    /// f_j(i) capped at d_j (spec §4.3 step 1): what one block can usefully
+    /// f_j(i) capped at d_j (docs/mig.md §4.1): what one block can usefully
     /// give a job.
     pub fn capped(&self, job: usize, block: usize) -> f64 {
         let j = &self.jobs[job];
@@ -134,7 +134,7 @@ pub fn meets(supply: f64, demand: f64) -> bool {
 
 #[cfg(test)]
 pub(crate) mod testing {
-    //! The worked example of spec §5.3 and small helpers for tests.
+    //! The worked example of docs/mig.md §5.3 and small helpers for tests.
 
     use super::*;
     use gpu_agent_catalogue::catalogue;
@@ -168,7 +168,7 @@ pub(crate) mod testing {
         }
     }
 
-    /// Spec §5.3: A100-40GB, profiles 1g/2g/3g/4g/7g, three models; OPT = 2.
+    /// docs/mig.md §5.3: A100-40GB, profiles 1g/2g/3g/4g/7g, three models; OPT = 2.
     pub fn worked_example() -> Problem {
         let m = model("A100-SXM4-40GB");
         Problem::new(

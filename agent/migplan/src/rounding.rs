@@ -1,4 +1,4 @@
-//! Algorithm A (spec §4.3): at most (2+ε)·OPT + |C'| GPUs over the
+//! Algorithm A (docs/mig.md §4.3): at most (2+ε)·OPT + |C'| GPUs over the
 //! configurations C' it enumerates.
 //!
 //! 1. Throughputs are capped at the demand (everywhere in this crate).

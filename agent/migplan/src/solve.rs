@@ -13,7 +13,7 @@ use crate::plan::{Outcome, Plan, Status, VerifyError};
 use crate::problem::Problem;
 use crate::rounding::rounding;
 
-/// The planning algorithms (spec §4.3–4.6).
+/// The planning algorithms (docs/mig.md §4.3–4.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Algorithm {
@@ -67,7 +67,7 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// Exact, ε = 0.1, 10 s (spec §5.1's example).
+    /// Exact, ε = 0.1, 10 s (docs/mig.md §5.1's example).
     fn default() -> Self {
         Options {
             algorithm: Algorithm::Exact,

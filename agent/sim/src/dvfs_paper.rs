@@ -1,4 +1,4 @@
-//! The DVFS paper's task generator (dvfs-energy.md §4, the code's
+//! The DVFS paper's task generator (docs/dvfs.md §4, the code's
 //! `rand_gen`), seeded: every distribution as the authors' code draws it.
 //!
 //! Per task: e = randint(10, 50); D = U(1.66, 7.61)·e; t0 = U(0.1, 0.95)·e;

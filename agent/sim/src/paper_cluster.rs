@@ -1,4 +1,4 @@
-//! The DVFS paper's cluster model run on files (dvfs-energy.md §3, §6): a
+//! The DVFS paper's cluster model run on files (docs/dvfs.md §3, §6): a
 //! host with a `[cluster]` table (formats.md §2), a trace and its profiles,
 //! as `gpuctl trace gen dvfs-paper` writes them and `gpuctl simulate` reads
 //! them; and the writer of those files.

@@ -9,7 +9,7 @@
 //! draws its catalogue idle power (a MIG instance: compute slices / 7 of
 //! both, its GPU the idle share of the slices no instance holds).
 //!
-//! Policies may change MIG layouts (`Decision::MigLayout`, mig.md §6.4): the
+//! Policies may change MIG layouts (`Decision::MigLayout`, docs/mig.md §6.4): the
 //! replay's core allows it, drains the GPU, and once nothing runs there the
 //! simulator makes the layout [`Options::mig_delay_s`] later (at once by
 //! default) and brings the new devices online (`Core::mig_applied`). Every

@@ -1,6 +1,6 @@
 //! `edl`: energy-aware scheduling with per-task clocks under deadlines — the
 //! EDL θ-readjustment of Mei, Wang, Chu et al. and its baselines EDF-BF,
-//! EDF-WF, LPT-FF and bin-pack (dvfs-energy.md §3), on one host (§6: one
+//! EDF-WF, LPT-FF and bin-pack (docs/dvfs.md §3), on one host (§6: one
 //! server of the host's GPUs, none ever turned off).
 //!
 //! At every event the policy places every pending task:

@@ -47,7 +47,7 @@ pub const PARAMETERS: [ParamInfo; 5] = [
     ),
 ];
 
-/// A placement rule (dvfs-energy.md §3.2–§3.4).
+/// A placement rule (docs/dvfs.md §3.2–§3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// EDF order, the device free first (SPT), θ-readjustment.

@@ -53,7 +53,7 @@ fn task(key: TaskKey, workload: f64, deadline: f64, app: AppModel) -> Task {
 }
 
 /// Table III's jobs (P0 100, c 200, γ 0, D 25, t0 5) with the worked
-/// example's deadlines (dvfs-energy.md §3.2), J1..J5 as keys 0..4.
+/// example's deadlines (docs/dvfs.md §3.2), J1..J5 as keys 0..4.
 fn table3() -> Vec<Task> {
     [
         (0.0, 50.0),
@@ -144,7 +144,7 @@ fn edl(theta: f64) -> Edl {
 fn worked_example_theta_0_9_fits_one_host_of_two_gpus() {
     // EDF: J2 (36), J1 (50), J3 (60), J4 (100), J5 (300). J3 does not fit
     // after J1 (slack 60 − 25.83 = 34.17 < 35.44) but its slack exceeds
-    // 0.9 × 35.44, so it is readjusted into it (dvfs-energy.md §3.2:
+    // 0.9 × 35.44, so it is readjusted into it (docs/dvfs.md §3.2:
     // S11(J2, J4), S12(J1, J3, J5)).
     let tasks = table3();
     let devices = [device(0, 0.0, WIDE), device(1, 0.0, WIDE)];

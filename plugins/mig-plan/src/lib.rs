@@ -1,5 +1,5 @@
 //! `mig-plan`: MIG layouts planned from each application's observed demand
-//! (mig.md §6.4), tasks placed by greedy earliest finish time (formats.md §5)
+//! (docs/mig.md §6.4), tasks placed by greedy earliest finish time (formats.md §5)
 //! on the devices there are.
 //!
 //! Every `period_s` while tasks are submitted, queued or running, from one
@@ -7,7 +7,7 @@
 //! application's demand (the work its tasks submitted over the last
 //! `window_s` seconds, per second; gangs apart), plans the MIG-capable GPUs
 //! of one model (the first such GPU's) with the MIG planner (`migplan`,
-//! mig.md §4) for the largest multiple of the demands they can serve; if
+//! docs/mig.md §4) for the largest multiple of the demands they can serve; if
 //! that multiple is at least (1 + `min_gain`) times the one the layouts
 //! there are (or were asked for) serve, it asks through
 //! [`Decision::MigLayout`] for the layouts of the GPUs whose configuration

@@ -43,7 +43,7 @@ pub const PARAMETERS: [ParamInfo; 8] = [
         "algorithm",
         "exact",
         ALGORITHMS,
-        "the planner's algorithm (mig.md §4): exact (integer program, time-limited) or greedy (LP bound plus multicover greedy)",
+        "the planner's algorithm (/usr/share/doc/gpu-agent/mig.md §4): exact (integer program, time-limited) or greedy (LP bound plus multicover greedy)",
     ),
     ParamInfo::integer(
         "time_limit_ms",

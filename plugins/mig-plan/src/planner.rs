@@ -1,5 +1,5 @@
 //! From observed demand to one configuration per GPU: the planning problem
-//! of mig.md §4 on the GPUs of one model, for the largest common multiple of
+//! of docs/mig.md §4 on the GPUs of one model, for the largest common multiple of
 //! the demands those GPUs can serve.
 
 use gpu_agent_catalogue::catalogue::GpuModel;

@@ -359,7 +359,7 @@ pub const INFO: [ParamInfo; 4] = [
         "model",
         "baseline",
         MODELS,
-        "baseline: as the published SOS software decides, in whole ticks; paper: the paper's rule in real time (docs/policies.md)",
+        "baseline: as the published SOS software decides, in whole ticks; paper: the paper's rule in real time (/usr/share/doc/gpu-agent/policies.md)",
     ),
     ParamInfo::number("tick_s", "1", "seconds per tick (model=baseline)").above(0.0),
     ParamInfo::integer(

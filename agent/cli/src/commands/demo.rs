@@ -38,12 +38,13 @@ const LOG_TAIL_LINES: usize = 25;
 /// Run a workload through gpu-agentd on mock GPUs and a private bus (about 30 s).
 ///
 /// Starts a private dbus-daemon and gpu-agentd on it (the mock GPUs of
-/// --host, state in a temporary directory, policy --policy), submits every
-/// task of --trace through D-Bus at its arrival time, shows a progress bar,
-/// and prints the daemon's metrics (formats.md §4) next to what the offline
-/// simulator predicts for the same trace and policy (`gpuctl simulate`'s
-/// numbers, its energy_baseline_j and energy_saving included: the no-DVFS
-/// baseline is a replay at default clocks, formats.md §4).
+/// --host, state in a temporary directory, policy --policy), submits every task
+/// of --trace through D-Bus at its arrival time, shows a progress bar, and
+/// prints the daemon's metrics (/usr/share/doc/gpu-agent/formats.md §4) next to
+/// what the offline simulator predicts for the same trace and policy (`gpuctl
+/// simulate`'s numbers, its energy_baseline_j and energy_saving included: the
+/// no-DVFS baseline is a replay at default clocks,
+/// /usr/share/doc/gpu-agent/formats.md §4).
 ///
 /// Model time runs faster than the wall clock, at the rate that fits the
 /// simulated makespan into --seconds: the bundled workload (200 tasks, about
@@ -57,10 +58,10 @@ const LOG_TAIL_LINES: usize = 25;
 #[command(after_help = "Example, from the source directory:\n  \
     cargo build --release && target/release/gpuctl demo")]
 pub struct Args {
-    /// Host description (TOML, formats.md §2) for the mock GPUs.
+    /// Host description (TOML, /usr/share/doc/gpu-agent/formats.md §2) for the mock GPUs.
     #[arg(long, value_name = "FILE", default_value = "examples/host.toml")]
     host: PathBuf,
-    /// Workload trace (CSV, formats.md §1) to submit.
+    /// Workload trace (CSV, /usr/share/doc/gpu-agent/formats.md §1) to submit.
     #[arg(long, value_name = "FILE", default_value = "examples/workload.csv")]
     trace: PathBuf,
     /// Policy the daemon schedules with.
@@ -70,7 +71,7 @@ pub struct Args {
     /// seconds or a duration such as 90s, 2m.
     #[arg(long, value_name = "DURATION", default_value = "30", value_parser = parse_seconds)]
     seconds: f64,
-    /// Print the daemon's metrics as JSON (formats.md §4) instead of the table.
+    /// Print the daemon's metrics as JSON (/usr/share/doc/gpu-agent/formats.md §4) instead of the table.
     #[arg(long)]
     json: bool,
 }

@@ -1,5 +1,5 @@
 //! `gpuctl dvfs`: fit application profiles to measurements, and show the
-//! clocks Algorithm 1 chooses (dvfs-energy.md §1, §2).
+//! clocks Algorithm 1 chooses (docs/dvfs.md §1, §2).
 
 mod paper;
 
@@ -36,7 +36,7 @@ enum Command {
 const FIT_EXAMPLE: &str = "Example (the GTX 1080 Ti measurements of the DVFS paper):\n  gpuctl dvfs fit gtx1080ti-dvfs-measurements.csv --base-core 1800 --base-mem 5000 --out gtx1080ti.toml";
 
 /// Fit each application's time and power model to measurements and write
-/// the profiles (formats.md §6).
+/// the profiles (/usr/share/doc/gpu-agent/formats.md §6).
 ///
 /// The file is a CSV with columns appName, coreF and memF (MHz), time/UNIT and
 /// power/W, one row per application and clock pair (others are ignored).
@@ -60,7 +60,7 @@ struct FitArgs {
     /// The base (default) memory clock, MHz.
     #[arg(long, value_name = "MHZ")]
     base_mem: f64,
-    /// Write the profiles here (TOML, formats.md §6).
+    /// Write the profiles here (TOML, /usr/share/doc/gpu-agent/formats.md §6).
     #[arg(long, value_name = "APPS.toml")]
     out: PathBuf,
     /// The solver: non-negative least squares, or the authors' positive Lasso
@@ -225,7 +225,7 @@ fn profiles_toml(r: &FitReport) -> String {
         .file_name()
         .map_or(r.file.clone(), |f| f.to_string_lossy().into_owned());
     let mut s = format!(
-        "# DVFS application profiles (formats.md §6), fitted by `gpuctl dvfs fit`\n\
+        "# DVFS application profiles (/usr/share/doc/gpu-agent/formats.md §6), fitted by `gpuctl dvfs fit`\n\
          # from {file}: method {}, base clocks {} / {} MHz (core / memory),\n\
          # d and t0 in {}. Mean MAPE: time {:.2}%, power {:.2}%.\n",
         r.method,
@@ -288,7 +288,7 @@ const SHOW_EXAMPLE: &str = "Example:\n  gpuctl dvfs show matrixMul --apps apps.t
 struct ShowArgs {
     /// The application's profile name (`default` is built in; it needs --gpu).
     app: String,
-    /// The profiles (formats.md §6).
+    /// The profiles (/usr/share/doc/gpu-agent/formats.md §6).
     #[arg(long, value_name = "APPS.toml")]
     apps: Option<PathBuf>,
     /// The GPU model (a catalogue name, see `gpuctl inspect --help`): clocks

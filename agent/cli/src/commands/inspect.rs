@@ -15,7 +15,7 @@ use crate::output::{emit, emit_json};
 /// from the driver, without the daemon. Reads only: changes nothing.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Read a mock host described by this file (formats.md section 2) instead of NVML.
+    /// Read a mock host described by this file (/usr/share/doc/gpu-agent/formats.md §2) instead of NVML.
     #[arg(long, value_name = "HOST.toml")]
     mock: Option<PathBuf>,
     /// Only this GPU (NVML index).

@@ -9,7 +9,7 @@ use crate::table::metrics_table;
 
 /// Print the schedule metrics over the tasks finished so far.
 ///
-/// The metrics of formats.md §4, as `gpuctl simulate` prints them for one
+/// The metrics of /usr/share/doc/gpu-agent/formats.md §4, as `gpuctl simulate` prints them for one
 /// policy.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  gpuctl metrics\n  gpuctl metrics --json")]

@@ -1,4 +1,4 @@
-//! `gpuctl mig`: MIG layouts in NVIDIA mig-parted's v1 format (mig.md §3, §6.2).
+//! `gpuctl mig`: MIG layouts in NVIDIA mig-parted's v1 format (docs/mig.md §3, §6.2).
 
 mod plan;
 

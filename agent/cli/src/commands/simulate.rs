@@ -31,8 +31,9 @@ const STREAM_MIN_BYTES: u64 = 1 << 20;
 const PROGRESS_MIN_TASKS: usize = 10_000;
 
 /// Replay a workload trace on a described host under one or more policies and
-/// print the metrics (formats.md §4), one column per policy, with the wall time
-/// the scheduler took (the only figure that changes from run to run).
+/// print the metrics (/usr/share/doc/gpu-agent/formats.md §4), one column per
+/// policy, with the wall time the scheduler took (the only figure that changes
+/// from run to run).
 ///
 /// Each task runs exactly its modelled time. Policies are plugins, found next
 /// to this program unless --plugin-dir says otherwise.
@@ -45,8 +46,8 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// Several --host files replay the same trace on each host under each policy,
 /// side by side (a column per host and policy): for instance the same GPUs
 /// whole and split into MIG instances (`mig = [...]` per [[gpu]],
-/// docs/formats.md §2), to see a layout's effect on a workload before it is
-/// applied.
+/// /usr/share/doc/gpu-agent/formats.md §2), to see a layout's effect on a
+/// workload before it is applied.
 ///
 /// A policy may change MIG layouts (Decision::MigLayout, such as mig-plan's):
 /// the simulator allows it, as the daemon does with [mig] allow_policy = true.
@@ -57,22 +58,24 @@ const PROGRESS_MIN_TASKS: usize = 10_000;
 /// applied_s, devices; layout "" is the whole GPU).
 ///
 /// A host with a [cluster] table (servers, idle power, sleep, turn-on energy;
-/// docs/formats.md §2, written by `gpuctl trace gen dvfs-paper`) runs the DVFS
-/// paper's cluster model instead: --policy edl only, its --param rule, theta,
-/// search and compat; energy_overhead_j counts the servers' turn-ons.
+/// /usr/share/doc/gpu-agent/formats.md §2, written by `gpuctl trace gen
+/// dvfs-paper`) runs the DVFS paper's cluster model instead: --policy edl only,
+/// its --param rule, theta, search and compat; energy_overhead_j counts the
+/// servers' turn-ons.
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   gpuctl simulate --host examples/host.toml --trace examples/trace.csv --policy fifo --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy sa-greedy --param seed=7 --gantt schedule.svg
   gpuctl simulate --host whole.toml --host mig.toml --trace t.csv --policy greedy-eft
-  gpuctl simulate --host examples/host-mig-plan.toml --trace shift.csv --policy mig-plan --policy greedy-eft
+  gpuctl simulate --host examples/host-mig-shift.toml --trace examples/mig-shift.csv \\
+      --apps examples/mig-shift-apps.toml --policy mig-plan --policy greedy-eft
   gpuctl simulate --host h.toml --trace t.csv --policy fifo --policy sos --param sos:alpha=0.6 \\
       --markdown table.md --chart chart.svg")]
 pub struct Args {
-    /// Host description (TOML, formats.md §2); repeat to compare hosts.
+    /// Host description (TOML, /usr/share/doc/gpu-agent/formats.md §2); repeat to compare hosts.
     #[arg(long = "host", value_name = "FILE", required = true)]
     hosts: Vec<PathBuf>,
-    /// Workload trace (CSV, formats.md §1).
+    /// Workload trace (CSV, /usr/share/doc/gpu-agent/formats.md §1).
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
     /// Policy to simulate; repeat to compare several.
@@ -82,10 +85,10 @@ pub struct Args {
     /// POLICY:KEY=VALUE to that policy only.
     #[arg(long = "param", value_name = "[POLICY:]KEY=VALUE", value_parser = parse_param)]
     params: Vec<Param>,
-    /// DVFS application profiles (TOML, formats.md §6) for the trace's `app` column.
+    /// DVFS application profiles (TOML, /usr/share/doc/gpu-agent/formats.md §6) for the trace's `app` column.
     #[arg(long, value_name = "FILE")]
     apps: Option<PathBuf>,
-    /// Write the schedule (CSV, formats.md §3) here; needs exactly one --policy.
+    /// Write the schedule (CSV, /usr/share/doc/gpu-agent/formats.md §3) here; needs exactly one --policy.
     #[arg(long, value_name = "FILE")]
     schedule: Option<PathBuf>,
     /// Draw the schedule as a Gantt chart (SVG) here; needs exactly one --policy.

@@ -24,9 +24,10 @@ enum Command {
     Gen(gen::GenArgs),
 }
 
-/// Convert a public workload into a host description (formats.md §2) and a
-/// trace (formats.md §1) for `gpuctl simulate`. The rules are in
-/// docs/import.md and in each format's --help.
+/// Convert a public workload into a host description
+/// (/usr/share/doc/gpu-agent/formats.md §2) and a trace
+/// (/usr/share/doc/gpu-agent/formats.md §1) for `gpuctl simulate`. The rules
+/// are in /usr/share/doc/gpu-agent/import.md and in each format's --help.
 #[derive(clap::Args)]
 struct ImportArgs {
     #[command(subcommand)]
@@ -111,7 +112,7 @@ struct SosArgs {
 /// The alibaba-v2023 rules, from the library's tables.
 fn alibaba_rules() -> String {
     let mut text = format!(
-        "Rules (docs/import.md gives the reasons):\n\
+        "Rules (/usr/share/doc/gpu-agent/import.md gives the reasons):\n\
          \n\
          Host: one [[gpu]] entry per node-list model. Speed relative to a {}\n\
          ({} TFLOPS FP32, {} GB/s; speed 1.0): the geometric mean of the FP32\n\
@@ -165,7 +166,7 @@ fn alibaba_rules() -> String {
 /// The sos rules.
 fn sos_rules() -> String {
     format!(
-        "Rules (docs/import.md gives the reasons):\n\
+        "Rules (/usr/share/doc/gpu-agent/import.md gives the reasons):\n\
          \n\
          Host: one [[gpu]] entry, m identical {model} devices at speed 1\n\
          (m = 5 for sim_5_machines.txt); the machines are unrelated through the\n\

@@ -27,6 +27,8 @@ impl Core {
                 let placement = self.placement(task, &devices, clocks)?;
                 let position = position.into_option();
                 if let Some(p) = position {
+                    // Gangs only join the end of queues, so no two wait on
+                    // each other (ARCHITECTURE.md, invariant 4).
                     if devices.len() > 1 {
                         return Err(format!("assigned gang task {} at position {p}: gang tasks join the end of their queues", self.id(task)));
                     }
@@ -221,7 +223,7 @@ impl Core {
             };
             runtime = runtime.max(t.runtime_on(view));
         }
-        // The run time at the clocks actually set (dvfs-energy.md §6).
+        // The run time at the clocks actually set (docs/dvfs.md §6).
         Ok(Placement {
             devices: Devices::new(devices),
             clocks,

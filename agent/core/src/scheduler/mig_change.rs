@@ -1,4 +1,4 @@
-//! MIG layout changes from start to end (mig.md §6.3 steps 2, 3 and 5;
+//! MIG layout changes from start to end (docs/mig.md §6.3 steps 2 to 4;
 //! §6.4): the core drains a GPU, tells its driver when the GPU is idle, and
 //! takes the new devices in when the driver reports the layout made.
 //!
@@ -61,7 +61,7 @@ pub struct MigChange {
 impl Core {
     /// Allows (or not, the default) policies to change MIG layouts with
     /// [`Decision::MigLayout`](gpu_agent_plugin_api::Decision::MigLayout)
-    /// (agent.toml `[mig] allow_policy`, mig.md §6.4). An allowed request
+    /// (agent.toml `[mig] allow_policy`, docs/mig.md §6.4). An allowed request
     /// follows the sequence of [`Core::begin_mig_change`]
     /// with [`OnBusy::Wait`]; a refused or invalid one is a policy fault.
     pub fn allowing_mig_policy(mut self, allow: bool) -> Core {
@@ -178,7 +178,7 @@ impl Core {
     /// which a drain sends back to pending) that no device set could hold
     /// once each GPU of `changes` has its layout, in key order, each with
     /// why; empty when the layouts change nothing. What a driver checks
-    /// before changes that should strand nothing (mig.md §6.2
+    /// before changes that should strand nothing (docs/mig.md §6.3,
     /// `reject_stranded`); the changes themselves reject them
     /// ([`Core::repartition`]).
     pub fn stranded_by(

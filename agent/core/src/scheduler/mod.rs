@@ -6,7 +6,8 @@
 //! input and carries out the [`Action`]s it returns. Given the same inputs it
 //! returns the same actions.
 //!
-//! Rules it enforces whatever the policy says:
+//! Rules it enforces whatever the policy says (ARCHITECTURE.md,
+//! invariants 3, 5 and 6):
 //! - a device runs one task at a time and is never pre-empted;
 //! - a gang task starts on all its devices together, when it is at the head of
 //!   every one of their local queues and all of them are idle;
@@ -19,7 +20,7 @@
 //! - an offline device gets no placement: its local queue goes back to the
 //!   pending queue when it goes offline, and a decision that names it is
 //!   refused, until [`Input::Online`] brings it back;
-//! - MIG (mig.md §6.1): a GPU split into MIG instances keeps its index but is
+//! - MIG (docs/mig.md §6.1): a GPU split into MIG instances keeps its index but is
 //!   offline for good (its instances are the devices); a MIG instance runs
 //!   tasks alone, never as part of a gang. A task whose gang needs more
 //!   whole GPUs than the host has is rejected before the policy sees it, so
@@ -641,7 +642,7 @@ impl Core {
     /// Why no set of devices could ever hold `task`, if none could.
     fn unschedulable(&self, task: &Task) -> Option<String> {
         let need = task.gpus as usize;
-        // A gang never spans MIG instances (mig.md §6.1).
+        // A gang never spans MIG instances (docs/mig.md §6.1).
         let memories = if need > 1 {
             &self.gang_memories
         } else {

@@ -1,5 +1,6 @@
 //! When each device is expected to be free: its running task, then its local
-//! queue in order, gang tasks starting when the last of their devices is free.
+//! queue in order, gang tasks starting when the last of their devices is free
+//! (`available_at`, ARCHITECTURE.md, invariant 7).
 //!
 //! The projection is kept up as queues change (`Core`'s `enqueue`, `vacate`)
 //! and walked from scratch only when that cannot be done in O(1): a task

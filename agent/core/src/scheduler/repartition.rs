@@ -1,7 +1,7 @@
-//! Run-time MIG layout changes (mig.md §6.3 step 5): a drained GPU takes a
+//! Run-time MIG layout changes (docs/mig.md §6.3 step 4): a drained GPU takes a
 //! new partition, whole again or split into new instances.
 //!
-//! Indices are never reused (mig.md §6.1): new instances take the next free
+//! Indices are never reused (docs/mig.md §6.1): new instances take the next free
 //! indices, and the instances a change removes stay as retired slots that take
 //! no placement. Nothing comes online here: the GPU was offline (drained) and
 //! it, or its new instances, stay offline until the driver sends

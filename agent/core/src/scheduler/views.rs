@@ -1,6 +1,7 @@
 //! The policies' views of the devices, built once and updated in place: at
 //! each call only the devices that changed are rewritten, and the idle ones
-//! get the new time as their availability.
+//! get the new time as their availability (the view is borrowed:
+//! ARCHITECTURE.md, invariant 8).
 
 use gpu_agent_plugin_api::{
     abi_stable::std_types::{RSlice, RStr},

@@ -15,6 +15,8 @@
 //! adopted and its clocks are locked again (its job most likely still runs,
 //! and the scheduler's epilog will call `Release`); one whose deadline has
 //! passed is released then (its job cannot still run inside its time limit).
+//!
+//! ARCHITECTURE.md, invariant 21.
 
 use gpu_agent_core::apps::{power_model, DEFAULT_APP};
 use gpu_agent_core::Input;

@@ -13,7 +13,7 @@
 //! restarted. It comes back only with `SetDeviceOnline(gpu, true)`, which
 //! first probes the GPU through the backend and is refused while the GPU
 //! does not answer (a GPU that fell off the bus needs a reset, often a
-//! reboot, before NVML reaches it again).
+//! reboot, before NVML reaches it again): ARCHITECTURE.md, invariant 20.
 
 use gpu_agent_backend::xid::{self, Verdict};
 use gpu_agent_backend::DeviceEvent;

@@ -37,8 +37,9 @@ fn wants_idle_lock(setting: IdleClocks, online: bool, busy: bool, stopping: bool
 
 /// Records and locks GPU `gpu`'s clocks at `clocks` for task `id`, as part
 /// of `round`: the record is stored before the lock, so that a crash in
-/// between still restores it. `launch`: the task's run, which starts once
-/// the lock is done (`None` for an adopted job, which runs already).
+/// between still restores it (ARCHITECTURE.md, invariant 16). `launch`: the
+/// task's run, which starts once the lock is done (`None` for an adopted
+/// job, which runs already).
 pub(super) fn lock_clocks(
     gpu: u32,
     clocks: Clocks,
@@ -399,6 +400,8 @@ impl Engine {
             .filter(|(task, pgid)| exec::runs_task(*pgid, task))
             .map(|&(_, pgid)| pgid)
             .collect();
+        // A task runs at most once at a time (ARCHITECTURE.md, invariant
+        // 15): its group is ended before the task is marked lost or queued.
         if !leftovers.is_empty() {
             log::warn!(
                 "ending {} task process group(s) left by a previous run",

@@ -1,4 +1,4 @@
-//! MIG layout changes in the daemon (mig.md §6.3): `ApplyMigConfig` and a
+//! MIG layout changes in the daemon (docs/mig.md §6.3): `ApplyMigConfig` and a
 //! policy's `Decision::MigLayout` start them, the core drains the GPU, and
 //! the engine does the NVML work once the core says the GPU is idle.
 //!

@@ -1,5 +1,6 @@
 //! The engine: the daemon's one thread that owns the scheduler core, the
-//! state store, the timers and the running tasks.
+//! state store, the timers and the running tasks (ARCHITECTURE.md,
+//! invariant 12).
 //!
 //! It drives the sans-IO core with real time (scaled by `--time-scale`) and
 //! works in rounds: it takes every request waiting on its channel, then
@@ -7,10 +8,14 @@
 //!    them to the core (a refused write leaves nothing behind);
 //! 2. writes everything the round changed (task states, clock controls about
 //!    to be set, the policy) in a second transaction;
-//! 3. syncs the store once for both (a group commit: one `fdatasync` per
-//!    round, however many requests it took);
+//! 3. syncs the store once for both (a group commit: one `fdatasync`,
+//!    however many requests the round took);
 //! 4. carries out the round's effects in order: replies, signals, process
-//!    launches, clock changes.
+//!    launches, clock changes;
+//! 5. if launches recorded process groups, writes them and syncs again, so
+//!    that a restart finds every group it must end (invariant 15).
+//!
+//! Store, then act: ARCHITECTURE.md, invariant 13.
 //!
 //! So a task is on disk before `Submit` answers, and a task is recorded as
 //! running before its process starts. A sync that fails ends the daemon at

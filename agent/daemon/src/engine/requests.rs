@@ -48,7 +48,8 @@ fn resolve_output(spec: &mut SubmitSpec, owner: u32, id: &str) {
     }
 }
 
-/// The refusal of a request that would change state after a stop began.
+/// The refusal of a request that would change state after a stop began
+/// (a stop is final: ARCHITECTURE.md, invariant 14).
 fn stopping(what: &str) -> AgentError {
     AgentError::ShuttingDown(format!("gpu-agentd is stopping; {what}"))
 }
@@ -544,7 +545,8 @@ impl Engine {
     /// active policy keeps running and no task is touched. `plugin_dir`,
     /// `keep_tasks_on_stop` and `cancel_grace_s` take effect now; the changed
     /// keys that wait for the next start are returned. A file, host or
-    /// profile with an error changes nothing.
+    /// profile with an error changes nothing (a reload touches no task:
+    /// ARCHITECTURE.md, invariant 18).
     fn reload(&mut self, round: &mut Round) -> Result<Vec<String>, AgentError> {
         let refuse = |e: &dyn std::fmt::Display| {
             AgentError::Failed(format!("cannot reload: {e}; nothing changed"))

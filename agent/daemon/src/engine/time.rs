@@ -1,4 +1,5 @@
-//! The daemon's clock: model time runs `scale` times faster than the wall.
+//! The daemon's clock: model time runs `scale` times faster than the wall
+//! (ARCHITECTURE.md, invariant 19).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

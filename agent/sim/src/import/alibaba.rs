@@ -356,7 +356,7 @@ pub fn convert(
         })
         .collect();
     let host_header = format!(
-        "# Converted by `gpuctl trace import alibaba-v2023` (docs/import.md).\n\
+        "# Converted by `gpuctl trace import alibaba-v2023` (/usr/share/doc/gpu-agent/import.md).\n\
          # Speeds are relative to a {REFERENCE} (1.0).\n"
     );
     Ok((
@@ -640,7 +640,7 @@ mod tests {
         assert_eq!(summary.devices, 35);
         assert_eq!(
             c.host_toml(),
-            "# Converted by `gpuctl trace import alibaba-v2023` (docs/import.md).\n\
+            "# Converted by `gpuctl trace import alibaba-v2023` (/usr/share/doc/gpu-agent/import.md).\n\
              # Speeds are relative to a V100-SXM2 (1.0).\n\
              \n# P100: 2 of the node list's 2 GPUs (Tesla P100 PCIe 16 GB; speed 0.69)\n\
              [[gpu]]\nmodel = \"V100-SXM2-32GB\"\ncount = 2\nspeed = 0.69\nmem_gb = 16.0\n\

@@ -202,7 +202,9 @@ pub fn convert(
     };
     Ok((
         Conversion {
-            host_header: "# Converted by `gpuctl trace import sos` (docs/import.md).\n".into(),
+            host_header:
+                "# Converted by `gpuctl trace import sos` (/usr/share/doc/gpu-agent/import.md).\n"
+                    .into(),
             host,
             tasks,
         },
@@ -244,7 +246,7 @@ mod tests {
         );
         assert_eq!(
             c.host_toml(),
-            "# Converted by `gpuctl trace import sos` (docs/import.md).\n\
+            "# Converted by `gpuctl trace import sos` (/usr/share/doc/gpu-agent/import.md).\n\
              \n# 5 identical machines; the trace's runtimes make them unrelated\n\
              [[gpu]]\nmodel = \"V100-SXM2-32GB\"\ncount = 5\nspeed = 1.0\n"
         );

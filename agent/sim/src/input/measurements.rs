@@ -1,4 +1,4 @@
-//! Reading DVFS measurements (dvfs-energy.md §2): a CSV with one row per
+//! Reading DVFS measurements (docs/dvfs.md §2): a CSV with one row per
 //! application and clock pair, columns `appName`, `coreF`, `memF` (MHz),
 //! `time/UNIT` and `power/W`; other columns are ignored.
 
@@ -9,7 +9,7 @@ use gpu_agent_dvfs::fit::Sample;
 use super::{read_text, InputError};
 
 /// Lowest and highest clock a measurement may have, as a share of its base
-/// clock: the model's domain (dvfs-energy.md §1.2 reaches 0.5 … 1.2).
+/// clock: the model's domain (docs/dvfs.md §1.2 reaches 0.5 … 1.2).
 pub const CLOCK_RANGE: (f64, f64) = (0.5, 1.5);
 
 /// Distinct clock points an application needs (three coefficients per fit).

@@ -1,4 +1,4 @@
-//! The paper's cluster model, offline (dvfs-energy.md §3.1–§3.3): m servers of
+//! The paper's cluster model, offline (docs/dvfs.md §3.1–§3.3): m servers of
 //! l GPU–CPU pairs, servers turned on as tasks need them, each pair running
 //! its tasks back to back at fixed settings; energy split into run, idle and
 //! turn-on overhead.
@@ -310,7 +310,7 @@ fn sort_for(rule: Algo, order: &mut [usize], tasks: &[Task], chosen: &[(Point, C
 }
 
 /// The offline run of `tasks` (all arriving at slot 0) under `algo`
-/// (dvfs-energy.md §3.2, §3.3): servers are turned on as tasks need them
+/// (docs/dvfs.md §3.2, §3.3): servers are turned on as tasks need them
 /// and stay on; idle energy counts whole booked slots up to each server's
 /// last.
 pub fn offline(tasks: &[Task], algo: Algo, cfg: &Config) -> Outcome {
@@ -329,7 +329,7 @@ pub fn offline(tasks: &[Task], algo: Algo, cfg: &Config) -> Outcome {
     out
 }
 
-/// The online rules (dvfs-energy.md §3.4).
+/// The online rules (docs/dvfs.md §3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnlineAlgo {
     /// EDL at every slot.
@@ -348,7 +348,7 @@ impl OnlineAlgo {
     }
 }
 
-/// The online run (dvfs-energy.md §3.4): `tasks` in arrival order over
+/// The online run (docs/dvfs.md §3.4): `tasks` in arrival order over
 /// slots, `servers` servers of `cfg.pairs_per_server` pairs, a server turned
 /// off after `rho` slots with no busy pair. Each slot: idle pairs of on
 /// servers cost `idle_w`; tasks finished by the slot leave; idle servers
@@ -428,7 +428,7 @@ mod tests {
     use super::*;
     use crate::solve::Search;
 
-    /// Table III's jobs with the worked example's deadlines (dvfs-energy.md §3.2).
+    /// Table III's jobs with the worked example's deadlines (docs/dvfs.md §3.2).
     fn table3() -> Vec<Task> {
         [
             (0.0, 50.0),

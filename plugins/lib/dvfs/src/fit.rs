@@ -1,4 +1,4 @@
-//! Fitting an application's model to measurements (dvfs-energy.md §2).
+//! Fitting an application's model to measurements (docs/dvfs.md §2).
 //!
 //! Per application, time ≈ w0 + w1/fc + w2/fm (t0 = w0, D = w1 + w2,
 //! δ = w1/D) and power ≈ w0 + w1·fm + w2·V²·fc (p0, γ, c), every

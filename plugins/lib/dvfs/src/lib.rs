@@ -1,5 +1,5 @@
 //! The energy-aware DVFS model of Mei, Wang, Chu et al. (arXiv 2104.00486),
-//! as `../shared/spec/dvfs-energy.md` settles it: the performance and power
+//! (docs/dvfs.md): the performance and power
 //! model ([`model`]), Algorithm 1, the per-task optimal clocks with and
 //! without a length bound ([`solve`]), and the fit of the model to
 //! measurements ([`fit`]), and the paper's cluster model ([`cluster`]).

@@ -1,5 +1,5 @@
 //! The performance and power model of the energy-aware DVFS paper
-//! (dvfs-energy.md §1.1, formats.md §6), clocks normalised to default clocks.
+//! (docs/dvfs.md §1.1, formats.md §6), clocks normalised to default clocks.
 
 use gpu_agent_plugin_api::{AppModel, PowerModel};
 
@@ -106,7 +106,7 @@ impl Profile {
     }
 
     /// The point at the clocks actually set (`fc`, `fm`), V implied by `fc`
-    /// (dvfs-energy.md §6: re-evaluated after rounding to supported clocks).
+    /// (docs/dvfs.md §6: re-evaluated after rounding to supported clocks).
     pub fn at_clocks(&self, fc: f64, fm: f64) -> Point {
         self.point(Setting {
             v: voltage(fc),
@@ -138,7 +138,7 @@ impl Profile {
 
     /// This application's shape scaled to a task that takes `t_star` at
     /// default clocks: D_task = t*·D/(D + t0), t0_task = t*·t0/(D + t0)
-    /// (dvfs-energy.md §1.1). A profile with D + t0 = 0 keeps all of `t_star`
+    /// (docs/dvfs.md §1.1). A profile with D + t0 = 0 keeps all of `t_star`
     /// in D.
     pub fn scaled_to(&self, t_star: f64) -> Profile {
         let total = self.d + self.t0;

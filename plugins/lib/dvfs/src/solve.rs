@@ -1,4 +1,4 @@
-//! Algorithm 1 (dvfs-energy.md §1.2, §1.3): the energy-optimal setting of one
+//! Algorithm 1 (docs/dvfs.md §1.2, §1.3): the energy-optimal setting of one
 //! task, with and without a bound on its length.
 //!
 //! Two searches: `code`, the authors' grid (V_k = 0.5 + 0.05k, fc = g1(V),
@@ -212,7 +212,7 @@ impl Options {
         })
     }
 
-    /// t_min: the length at the fastest point (dvfs-energy.md §3.2).
+    /// t_min: the length at the fastest point (docs/dvfs.md §3.2).
     pub fn t_min(&self, profile: &Profile) -> f64 {
         self.fastest(profile).t
     }
@@ -397,7 +397,7 @@ mod tests {
 
     #[test]
     fn worked_example_readjusts_j3_into_its_slack() {
-        // dvfs-energy.md §3.2: J3 readjusted to 60 − 25.83 = 34.17, inside
+        // docs/dvfs.md §3.2: J3 readjusted to 60 − 25.83 = 34.17, inside
         // [t_min, t̂] = [31.90, 35.44].
         let j3 = table3(0.5);
         let o = paper();

@@ -1,5 +1,5 @@
 //! `gpuctl dvfs paper`: the DVFS paper's experiments on its own cluster model
-//! (dvfs-energy.md §3, §4): seeded task sets, each run with and without DVFS
+//! (docs/dvfs.md §3, §4): seeded task sets, each run with and without DVFS
 //! under the same rule, the energy split and the saving.
 
 use std::io::Write as _;
@@ -79,7 +79,7 @@ pub struct PaperArgs {
     json: bool,
 }
 
-/// The per-task columns of `--schedule` (dvfs-energy.md §6).
+/// The per-task columns of `--schedule` (docs/dvfs.md §6).
 const SCHEDULE_HEADER: &str =
     "task,server,pair,start,end,deadline,class,readjusted,v,fc,fm,t,p,energy,energy_default,missed\n";
 

@@ -1,5 +1,5 @@
 //! `gpuctl mig plan`: offline, the fewest GPUs, and their MIG layouts, that
-//! serve every model's demand (mig.md §4–5).
+//! serve every model's demand (docs/mig.md §4–5).
 
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;

@@ -27,15 +27,16 @@ enum Generator {
 
 const EXAMPLE: &str = "Example (the paper's offline l = 16, U = 1.6 experiment, then its run):\n  gpuctl trace gen dvfs-paper --mode offline --util 1.6 --seed 1 --gpus-per-server 16 \\\n      --out-host h.toml --out-trace t.csv --out-apps a.toml\n  gpuctl simulate --host h.toml --trace t.csv --apps a.toml --policy edl --param theta=1 --param compat=true";
 
-/// The DVFS paper's task set (dvfs-energy.md §4, seeded; the same set
-/// `gpuctl dvfs paper --seed S --sets 1` draws) as files for `gpuctl
-/// simulate`: a host whose [cluster] table holds M servers of L GPUs with
-/// their idle power, turn-on energy and (online) sleep after RHO idle slots;
-/// a trace with one task a row, its profile named by `app`; and the profiles.
+/// The DVFS paper's task set (/usr/share/doc/gpu-agent/dvfs.md §4, seeded; the
+/// same set `gpuctl dvfs paper --seed S --sets 1` draws) as files for `gpuctl
+/// simulate`: a host whose [cluster] table holds M servers of L GPUs with their
+/// idle power, turn-on energy and (online) sleep after RHO idle slots; a trace
+/// with one task a row, its profile named by `app`; and the profiles.
 ///
-/// One slot of the paper is one second: arrivals, deadlines and run times
-/// are in slots, energies in W x slot = J. `gpuctl simulate --policy edl` on
-/// such a host runs the paper's cluster model (docs/formats.md §2).
+/// One slot of the paper is one second: arrivals, deadlines and run times are
+/// in slots, energies in W x slot = J. `gpuctl simulate --policy edl` on such a
+/// host runs the paper's cluster model (/usr/share/doc/gpu-agent/formats.md
+/// §2).
 #[derive(clap::Args)]
 #[command(after_help = EXAMPLE)]
 struct PaperArgs {
@@ -142,7 +143,7 @@ pub fn run(args: GenArgs) -> Result<()> {
     let header = format!(
         "gpuctl trace gen dvfs-paper --mode {mode_name} --util {} --seed {} --servers {servers} \
          --gpus-per-server {} --idle-w {} --turn-on {}{}\n\
-         The DVFS paper's cluster model (dvfs-energy.md §3, §4): one slot = one second.\n\
+         The DVFS paper's cluster model (/usr/share/doc/gpu-agent/dvfs.md §3, §4): one slot = one second.\n\
          The GPU model is nominal: the [cluster] idle power and the profiles decide the energy.",
         args.util,
         args.seed,
