@@ -276,3 +276,30 @@ fn daemon_nvml_a_mig_call_taking_a_minute_does_not_stop_the_daemon() {
     );
     assert!(d.terminate().success(), "{}", d.stderr());
 }
+
+/// A clock reset taking a minute (`nvmlDeviceResetGpuLockedClocks`) runs on
+/// its GPU's clock worker: the daemon answers meanwhile, a stop does not wait
+/// for it, and the lock it left is undone by the next start.
+#[test]
+fn daemon_nvml_a_clock_reset_taking_a_minute_does_not_stop_the_daemon() {
+    let mut d = edl_daemon_with(nvml());
+    d.nvml_control("delay nvmlDeviceResetGpuLockedClocks 60");
+    let id = d.submit(&spec(300.0, 1.0, 3600.0, 1.0)).expect("Submit");
+    running(&d, &id);
+    wait_for("the lock", LIMIT, || core_locked(&d, 0).then_some(()));
+    // Its end sends the reset, which hangs in the driver.
+    d.wait_state(&id, TaskStatus::Succeeded, LIMIT);
+    let other = d.submit(&spec(1.0, 1.0, 1e6, 1.0)).expect("Submit");
+    assert_eq!(d.task(&other).id, other);
+    assert!(d.terminate().success(), "{}", d.stderr());
+    assert!(
+        core_locked(&d, 0),
+        "the reset never returned: {}",
+        d.nvml_state()
+    );
+    d.nvml_control("clear");
+    d.restart();
+    wait_for("the lock undone by the next start", LIMIT, || {
+        (!core_locked(&d, 0)).then_some(())
+    });
+}
