@@ -579,24 +579,7 @@ impl Core {
                 self.pending.remove(key);
             }
             TaskState::Queued => {
-                let placement = self
-                    .tasks
-                    .rest_mut(key)
-                    .placement
-                    .take()
-                    .expect("queued task has a placement");
-                for &d in &placement.devices {
-                    let slot = &mut self.slots[d as usize];
-                    let at = slot.head
-                        + slot
-                            .live_queue()
-                            .iter()
-                            .position(|&k| k == key)
-                            .expect("queued task is in its devices' queues");
-                    slot.queue.remove(at);
-                    slot.dequeued(&placement);
-                    self.touch(d);
-                }
+                self.unqueue(key);
                 self.projection_stale = true;
             }
             state => return Err(format!("task {} is {state:?}, not waiting", task.id)),
@@ -794,6 +777,28 @@ impl Core {
         }
     }
 
+    /// Takes queued task `key` out of the local queue of each of its devices
+    /// (a gang task leaves all of them) and forgets its placement.
+    fn unqueue(&mut self, key: TaskKey) {
+        let placement = self
+            .tasks
+            .rest_mut(key)
+            .placement
+            .take()
+            .expect("queued task has a placement");
+        for &d in &placement.devices {
+            let slot = &mut self.slots[d as usize];
+            let at = slot
+                .live_queue()
+                .iter()
+                .position(|&k| k == key)
+                .expect("queued task is in its devices' queues");
+            slot.queue.remove(slot.head + at);
+            slot.dequeued(&placement);
+            self.touch(d);
+        }
+    }
+
     /// Sends every task waiting in the local queues of `devices` back to the
     /// pending queue, in arrival order (a gang task leaves all its queues).
     fn return_queues(&mut self, devices: &[u32]) {
@@ -804,21 +809,7 @@ impl Core {
         returned.sort_unstable();
         returned.dedup();
         for &key in &returned {
-            let placement = self
-                .tasks
-                .rest_mut(key)
-                .placement
-                .take()
-                .expect("queued task has a placement");
-            for &g in &placement.devices {
-                let slot = &mut self.slots[g as usize];
-                if let Some(at) = slot.live_queue().iter().position(|&k| k == key) {
-                    let at = slot.head + at;
-                    slot.queue.remove(at);
-                    slot.dequeued(&placement);
-                }
-                self.touch(g);
-            }
+            self.unqueue(key);
             self.tasks.set_state(key, TaskState::Pending);
             // Placed again later, by whichever policy, with new clocks.
             self.tasks.rest_mut(key).dvfs = None;
