@@ -1,10 +1,13 @@
 //! A task as the core consumes it, and the range rules of its values.
 //!
 //! Every reader of tasks (trace rows, `Submit` dictionaries) checks its
-//! numbers with the same [`Rule`]s, so a value one accepts the other accepts
-//! (one rule, one place: ARCHITECTURE.md, invariant 11).
+//! numbers with the same [`Rule`]s, so a value one accepts the other accepts,
+//! and checks a task against its host with [`TaskSpec::check_on`] (one rule,
+//! one place: ARCHITECTURE.md, invariant 11).
 
 use gpu_agent_plugin_api::AppModel;
+
+use crate::host::DeviceSpec;
 
 /// A task as submitted to the core.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,11 +35,64 @@ pub struct TaskSpec {
     pub app: AppModel,
 }
 
+/// A host's devices as tasks are checked against them
+/// ([`TaskSpec::check_on`]), with their slowest speed found once: a task
+/// without `runtimes` that is within the cap there is within it everywhere,
+/// and needs no look at each device.
+#[derive(Debug, Clone, Copy)]
+pub struct OnHost<'a> {
+    devices: &'a [DeviceSpec],
+    slowest: f64,
+}
+
+impl<'a> OnHost<'a> {
+    /// The devices of a host.
+    pub fn new(devices: &'a [DeviceSpec]) -> OnHost<'a> {
+        let slowest = devices
+            .iter()
+            .map(|d| d.speed)
+            .fold(f64::INFINITY, f64::min);
+        OnHost { devices, slowest }
+    }
+}
+
 impl TaskSpec {
+    /// The checks of a task against the host it is for, the same for trace
+    /// rows and `Submit`: `runtimes` holds one value per device, `alt_gpus`
+    /// are distinct counts other than `gpus`
+    /// ([`TaskSpec::alt_gpus_problem`]), and no run time is above the cap
+    /// ([`TaskSpec::runtime_problem`]). The error is the field at fault
+    /// (`runtimes`, `gpus_alt` or `workload`) and why.
+    pub fn check_on(&self, host: &OnHost<'_>) -> Result<(), (&'static str, String)> {
+        let devices = host.devices;
+        if !self.runtimes.is_empty() && self.runtimes.len() != devices.len() {
+            return Err((
+                "runtimes",
+                format!(
+                    "expected {} values (one per device of the host), got {}",
+                    devices.len(),
+                    self.runtimes.len()
+                ),
+            ));
+        }
+        if let Some(problem) = self.alt_gpus_problem() {
+            return Err(("gpus_alt", problem));
+        }
+        let within_cap = self.runtimes.is_empty() && self.workload / host.slowest <= MAX_VALUE;
+        match (!within_cap)
+            .then(|| self.runtime_problem(devices))
+            .flatten()
+        {
+            Some(problem) if self.runtimes.is_empty() => Err(("workload", problem)),
+            Some(problem) => Err(("runtimes", problem)),
+            None => Ok(()),
+        }
+    }
+
     /// Why this task's modelled run time on some device of `devices`
     /// (`runtimes`, else workload / speed) is above [`MAX_VALUE`] seconds, if
     /// it is; `inf` entries (devices it cannot use) are fine.
-    pub fn runtime_problem(&self, devices: &[crate::host::DeviceSpec]) -> Option<String> {
+    pub fn runtime_problem(&self, devices: &[DeviceSpec]) -> Option<String> {
         devices.iter().enumerate().find_map(|(j, d)| {
             let runtime = self
                 .runtimes
@@ -214,11 +270,64 @@ mod tests {
         assert!(task.runtime_problem(&[device(0, 1e-308)]).is_some());
         let unusable = TaskSpec {
             runtimes: vec![5.0, f64::INFINITY],
-            ..task
+            ..task.clone()
         };
         assert_eq!(
             unusable.runtime_problem(&[device(0, 1.0), device(1, 1.0)]),
             None
+        );
+        // check_on: each check names its field, the slowest device's
+        // shortcut included.
+        let two = [device(0, 1.0), device(1, 0.5)];
+        let on_two = OnHost::new(&two);
+        assert_eq!(
+            unusable.check_on(&OnHost::new(&[device(0, 1.0), device(1, 1.0)])),
+            Ok(())
+        );
+        assert_eq!(
+            task.check_on(&on_two),
+            Err((
+                "workload",
+                "the run time on device 1 would be 2e9 s, above the cap of 1e9 s".into()
+            ))
+        );
+        let short = TaskSpec {
+            workload: 1.0,
+            ..task.clone()
+        };
+        assert_eq!(short.check_on(&on_two), Ok(()));
+        assert_eq!(
+            TaskSpec {
+                runtimes: vec![1.0],
+                ..short.clone()
+            }
+            .check_on(&on_two),
+            Err((
+                "runtimes",
+                "expected 2 values (one per device of the host), got 1".into()
+            ))
+        );
+        assert_eq!(
+            TaskSpec {
+                runtimes: vec![1.0, 2e9],
+                ..short.clone()
+            }
+            .check_on(&on_two),
+            Err((
+                "runtimes",
+                "the run time on device 1 would be 2e9 s, above the cap of 1e9 s".into()
+            ))
+        );
+        assert_eq!(
+            TaskSpec {
+                alt_gpus: vec![1],
+                ..short
+            }
+            .check_on(&on_two),
+            Err((
+                "gpus_alt",
+                "expected distinct device counts >= 1 other than gpus (1), got 1".into()
+            ))
         );
     }
 }

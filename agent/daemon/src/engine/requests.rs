@@ -3,6 +3,7 @@
 use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{Metrics, Rejection};
+use gpu_agent_core::task::OnHost;
 use std::collections::HashMap;
 
 use gpu_agent_dbus::{
@@ -331,13 +332,6 @@ impl Engine {
     /// A command's output and error patterns are stored expanded.
     fn accept(&mut self, owner: u32, mut spec: SubmitSpec) -> Result<Accepted, AgentError> {
         let invalid = AgentError::InvalidArgument;
-        if !spec.runtimes.is_empty() && spec.runtimes.len() != self.devices.len() {
-            return Err(invalid(format!(
-                "key \"runtimes\": expected {} values (one per device of the host), got {}",
-                self.devices.len(),
-                spec.runtimes.len()
-            )));
-        }
         let app = self.apps.get(&spec.app).ok_or_else(|| {
             invalid(format!(
                 "key \"app\": unknown DVFS profile {:?}; known: {}",
@@ -353,17 +347,9 @@ impl Engine {
         }
         let now = self.time.model_now();
         let mut core_spec = spec.to_task(String::new(), now, now, app.clone());
-        if let Some(problem) = core_spec.alt_gpus_problem() {
-            return Err(invalid(format!("key \"gpus_alt\": {problem}")));
-        }
-        if let Some(problem) = core_spec.runtime_problem(&self.devices) {
-            let key = if core_spec.runtimes.is_empty() {
-                "workload"
-            } else {
-                "runtimes"
-            };
-            return Err(invalid(format!("key {key:?}: {problem}")));
-        }
+        core_spec
+            .check_on(&OnHost::new(&self.devices))
+            .map_err(|(key, problem)| invalid(format!("key {key:?}: {problem}")))?;
         if let Some(reason) = self.core.refusal(&core_spec) {
             return Err(AgentError::Unschedulable(reason));
         }

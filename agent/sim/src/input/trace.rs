@@ -7,7 +7,7 @@ use hashbrown::DefaultHashBuilder;
 
 use gpu_agent_core::apps::{AppLibrary, DEFAULT_APP};
 use gpu_agent_core::host::Host;
-use gpu_agent_core::task::{Rule, TaskSpec, MAX_VALUE};
+use gpu_agent_core::task::{OnHost, Rule, TaskSpec, MAX_VALUE};
 
 use super::InputError;
 
@@ -142,16 +142,7 @@ impl Trace {
         // duplicate check (`first_duplicate`), which runs once all rows are
         // read, or at the first bad row.
         let mut ids: Vec<(u64, u32)> = Vec::with_capacity(rows);
-        // Every device runs a task without `runtimes` in workload / speed,
-        // the longest on the slowest: within the cap there, no device needs
-        // a look (`TaskSpec::runtime_problem` names the first that does).
-        let min_speed = host
-            .devices
-            .iter()
-            .map(|d| d.speed)
-            .fold(f64::INFINITY, f64::min);
-        let within_cap =
-            |spec: &TaskSpec| spec.runtimes.is_empty() && spec.workload / min_speed <= MAX_VALUE;
+        let on_host = OnHost::new(&host.devices);
         let hasher = DefaultHashBuilder::default();
         let mut record = csv::ByteRecord::new();
         loop {
@@ -247,16 +238,6 @@ impl Trace {
                                 format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
                             )
                                 })?;
-                        if values.len() != host.devices.len() {
-                            return Err(err(
-                                "runtimes",
-                                format!(
-                                    "expected {} values (one per device of the host), got {}",
-                                    host.devices.len(),
-                                    values.len()
-                                ),
-                            ));
-                        }
                         values
                     }
                 };
@@ -285,20 +266,8 @@ impl Trace {
                     runtimes,
                     app: app.clone(),
                 };
-                if let Some(problem) = spec.alt_gpus_problem() {
-                    return Err(err("gpus_alt", problem));
-                }
-                if let Some(problem) = (!within_cap(&spec))
-                    .then(|| spec.runtime_problem(&host.devices))
-                    .flatten()
-                {
-                    let column = if spec.runtimes.is_empty() {
-                        "workload"
-                    } else {
-                        "runtimes"
-                    };
-                    return Err(err(column, problem));
-                }
+                spec.check_on(&on_host)
+                    .map_err(|(column, problem)| err(column, problem))?;
                 let command = command_col
                     .map(field)
                     .filter(|s| !s.is_empty())
