@@ -32,7 +32,7 @@ const PLACEHOLDERS: &[&str] = &["FILE", "NAME", "OUT", "REPORT"];
 /// This file, whose tests' trees cite what does not exist on purpose.
 const THIS_FILE: &str = "tests/e2e/tidy.rs";
 
-/// Directories that hold no file of the repository.
+/// Directories that hold no file of the repository (.gitignore's, and git's).
 const SKIPPED_DIRS: &[&str] = &["target", ".git", "packaging/build"];
 
 /// The repository's text files by path (relative, `/`-separated).
@@ -61,8 +61,10 @@ fn repository() -> Tree {
                 if !SKIPPED_DIRS.contains(&rel.as_str()) && !rel.ends_with("/target") {
                     walk(root, &path, tree);
                 }
-            } else if let Ok(text) = std::fs::read_to_string(&path) {
-                tree.insert(rel, text);
+            } else if !is_task_output(&rel) {
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    tree.insert(rel, text);
+                }
             }
         }
     }
@@ -70,6 +72,12 @@ fn repository() -> Tree {
     let mut tree = Tree::new();
     walk(&root, &root, &mut tree);
     tree
+}
+
+/// Whether `rel` is a task's output that `gpuctl submit` left where it was
+/// typed (.gitignore's `/gpu-agent-*.out`), not a file of the repository.
+fn is_task_output(rel: &str) -> bool {
+    !rel.contains('/') && rel.starts_with("gpu-agent-") && rel.ends_with(".out")
 }
 
 /// A document cited in a text: the name as written, the sections after it
