@@ -4,7 +4,9 @@
 //!
 //! - Every document they cite (`docs/mig.md §6.3`, `formats.md §6`,
 //!   `/usr/share/doc/gpu-agent/dvfs.md §3`) exists, and so does every
-//!   numbered section they cite in it.
+//!   numbered section they cite in it; every path from the repository's
+//!   root they name (`agent/daemon/src/engine/mig_apply.rs`, `plugins/edl`)
+//!   exists.
 //! - The files the packages install, and the manual pages (the `--help` text
 //!   of every command), cite documents by the path the package installs them
 //!   at, and the package installs them; the example files the help names
@@ -535,6 +537,65 @@ fn cited_invariants(tree: &Tree) -> BTreeMap<u32, Vec<String>> {
     cited
 }
 
+/// Each path from the repository's root (its first step one of the root's
+/// directories: `agent/core/src/task.rs`, `plugins/edl/`) that the texts
+/// name and `tree` lacks, as a file or a directory. Not checked: patterns
+/// (`plugins/*/Cargo.toml`), placeholders (`plugins/<name>/`,
+/// `examples/NAME`) and build outputs ([`SKIPPED_DIRS`]).
+fn missing_paths(tree: &Tree) -> Vec<String> {
+    let roots: BTreeSet<&str> = tree
+        .keys()
+        .filter_map(|p| p.split_once('/').map(|(root, _)| root))
+        .collect();
+    let exists = |path: &str| {
+        let path = path.trim_end_matches('/');
+        tree.contains_key(path)
+            || tree
+                .range(format!("{path}/")..)
+                .next()
+                .is_some_and(|(p, _)| p.starts_with(&format!("{path}/")))
+    };
+    let mut found = Vec::new();
+    for (file, text) in tree {
+        if file.starts_with("tests/fixture-plugins/") || file == THIS_FILE {
+            continue;
+        }
+        let text = cited_text(file, text);
+        for (at, _) in text.match_indices('/') {
+            let start = text[..at]
+                .char_indices()
+                .rev()
+                .take_while(|&(_, c)| path_char(c) || matches!(c, '*' | '<' | '>'))
+                .last()
+                .map_or(at, |(i, _)| i);
+            let root = &text[start..at];
+            if !roots.contains(root) || text[..start].ends_with(|c: char| path_char(c) || c == ':')
+            {
+                continue;
+            }
+            // Only the first `/` of a path starts it.
+            let path: String = text[start..]
+                .chars()
+                .take_while(|&c| path_char(c) || matches!(c, '*' | '<' | '>'))
+                .collect();
+            let path = path.trim_end_matches('.');
+            let placeholder = path.contains(['*', '<', '>'])
+                || path
+                    .split('/')
+                    .any(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_uppercase()));
+            let built = SKIPPED_DIRS
+                .iter()
+                .any(|d| path == *d || path.starts_with(&format!("{d}/")));
+            if !placeholder && !built && !exists(path) {
+                let line = text[..at].matches('\n').count() + 1;
+                found.push(format!("{file}:{line}: names {path}, which does not exist"));
+            }
+        }
+    }
+    found.dedup();
+    found
+}
+
 /// Each numbered invariant no code comment cites, and each cited one that
 /// ARCHITECTURE.md does not number.
 fn uncited_invariants(tree: &Tree) -> Vec<String> {
@@ -580,6 +641,11 @@ fn installed_files_and_help_texts_cite_installed_documents() {
 }
 
 #[test]
+fn every_named_path_exists() {
+    assert_eq!(missing_paths(&repository()), Vec::<String>::new());
+}
+
+#[test]
 fn every_source_file_is_in_the_code_map() {
     assert_eq!(unmapped_sources(&repository()), Vec::<String>::new());
 }
@@ -594,7 +660,8 @@ fn broken_tree() -> Tree {
     let files = [
         (
             "ARCHITECTURE.md",
-            "# Architecture\n\n## Code map\n\n- `core`: `a.rs`, tests `e2e_*.rs`, `commands/*.rs`.\n\n\
+            "# Architecture\n\n## Code map\n\n- `core`: `a.rs`, tests `e2e_*.rs`, `commands/*.rs`.\n\
+             `tests/e2e/gone.rs`, `agent/core/src/`, `packaging/build/bin`, `plugins/<name>/`.\n\n\
              ## Invariants\n\n1. **One.** Text.\n2. **Two.** Text.\n\n## Other\n`b.rs`\n",
         ),
         (
@@ -620,7 +687,10 @@ fn broken_tree() -> Tree {
             "agent/core/src/b.rs",
             "// invariant 3 (docs/dvfs.md §1; ../shared/spec/dvfs-energy.md)\n",
         ),
-        ("agent/core/src/lib.rs", "//! mig.md §1–2 (--markdown out.md) (FILE.md)\n"),
+        (
+            "agent/core/src/lib.rs",
+            "//! mig.md §1–2 (--markdown out.md) (FILE.md) agent/core/src/gone, agent/core/src/a.rs.\n",
+        ),
         ("tests/e2e/e2e_x.rs", "// https://example.org/x.md\n"),
         ("agent/cli/src/commands/submit.rs", ""),
         ("agent/cli/src/commands/mig/plan.rs", ""),
@@ -671,6 +741,18 @@ fn an_installed_file_citing_a_repository_path_is_caught() {
             "/etc/gpu-agent/agent.toml:1: cites docs/mig.md, which is not where the package installs documents (/usr/share/doc/gpu-agent/)",
             "/etc/gpu-agent/agent.toml:1: cites /usr/share/doc/gpu-agent/policies.md, which does not exist",
             "gpuctl-simulate.1:1: cites docs/formats.md, which is not where the package installs documents (/usr/share/doc/gpu-agent/)",
+        ]
+    );
+}
+
+#[test]
+fn a_missing_path_is_caught() {
+    assert_eq!(
+        missing_paths(&broken_tree()),
+        vec![
+            "ARCHITECTURE.md:6: names tests/e2e/gone.rs, which does not exist",
+            "agent/core/src/b.rs:1: names docs/dvfs.md, which does not exist",
+            "agent/core/src/lib.rs:1: names agent/core/src/gone, which does not exist",
         ]
     );
 }
