@@ -9,6 +9,7 @@ use std::time::Duration;
 use zbus::{interface, object_server::InterfaceRef, Connection};
 
 use super::layout::Target;
+use super::states::Health;
 use gpu_agent_backend::{ClockDomain, GpuBackend};
 use gpu_agent_core::host::{DeviceSpec, Partition};
 use gpu_agent_dbus::{device_path, mig_device_path, DeviceStatus};
@@ -210,8 +211,8 @@ pub fn read(
             .flatten()
             .is_some_and(|m| m.current),
         current_task,
-        online: health == crate::engine::HEALTH_OK,
-        health: health.into(),
+        online: health.is_ok(),
+        health: health.to_string(),
         schedulable: spec.schedulable(),
         parent: mig.map_or(spec.index, |m| m.parent),
         mig_profile: mig.map_or_else(String::new, |m| m.profile.name.to_string()),
@@ -358,8 +359,9 @@ pub async fn set_current_task(
 pub async fn set_health(
     object: &InterfaceRef<DeviceObject>,
     online: bool,
-    health: String,
+    health: &Health,
 ) -> zbus::Result<()> {
+    let health = health.to_string();
     let mut dev = object.get_mut().await;
     let emitter = object.signal_emitter();
     if dev.status.online != online {

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 
 use crate::devices;
 use crate::engine::{Census, Request};
+use crate::states::Health;
 use crate::telemetry::Telemetry;
 use gpu_agent_backend::GpuBackend;
 use gpu_agent_core::host::{DeviceSpec, Partition};
@@ -226,18 +227,11 @@ fn device_state(
     let running = census.busy.get(i).copied().unwrap_or(false);
     busy.get_or_create(&labels)
         .set(if running { 1.0 } else { 0.0 });
-    let health = census
-        .health
-        .get(i)
-        .map_or(crate::engine::HEALTH_OK, String::as_str);
-    labels.push(("health".into(), health.into()));
+    let health = census.health.get(i).unwrap_or(&Health::Ok);
+    labels.push(("health".into(), health.to_string()));
     online
         .get_or_create(&labels)
-        .set(if health == crate::engine::HEALTH_OK {
-            1.0
-        } else {
-            0.0
-        });
+        .set(if health.is_ok() { 1.0 } else { 0.0 });
 }
 
 /// `text` (OpenMetrics, as [`render`] writes it) in the classic Prometheus

@@ -20,6 +20,7 @@ pub mod output;
 pub mod policy_params;
 pub mod policy_thread;
 pub mod service;
+pub mod states;
 pub mod store;
 mod supervise;
 pub mod telemetry;
@@ -551,7 +552,7 @@ async fn pump_notices(
                 online,
                 health,
             } => match objects.read().await.get(&device) {
-                Some(s) => devices::set_health(&s.object, online, health).await,
+                Some(s) => devices::set_health(&s.object, online, &health).await,
                 None => Ok(()),
             },
             Notice::MigChanged {
@@ -562,8 +563,9 @@ async fn pump_notices(
                 agent
                     .get()
                     .await
-                    .record_mig_state(gpu, state.clone(), message.clone());
-                AgentService::mig_changed(agent.signal_emitter(), gpu, &state, &message).await
+                    .record_mig_state(gpu, state, message.clone());
+                AgentService::mig_changed(agent.signal_emitter(), gpu, state.as_str(), &message)
+                    .await
             }
             Notice::DevicesChanged {
                 gpu,

@@ -11,6 +11,7 @@ use gpu_agent_core::placement::Instance;
 use gpu_agent_dbus::{AgentError, MigInstance, MigLayout};
 
 use crate::engine::MigTarget;
+use crate::states::MigState;
 use gpu_agent_migconfig::{
     self as migconfig, ConfigError, ErrorKind, GpuMig, HostGpu, MigConfigFile,
 };
@@ -81,7 +82,7 @@ impl MigView {
         }
         let (state, message) = if enabled != pending {
             (
-                "reset-required",
+                MigState::ResetRequired,
                 format!(
                     "MIG mode turns {} at the next GPU reset",
                     if pending { "on" } else { "off" }
@@ -89,12 +90,12 @@ impl MigView {
             )
         } else if enabled && instances.is_empty() {
             (
-                "stable",
+                MigState::Stable,
                 "MIG on with no instance: the GPU takes no task until a layout with instances is made"
                     .to_string(),
             )
         } else {
-            ("stable", String::new())
+            (MigState::Stable, String::new())
         };
         Ok(MigLayout {
             gpu,
@@ -104,7 +105,7 @@ impl MigView {
             capable: host.mig.is_some(),
             enabled,
             pending,
-            state: state.into(),
+            state: state.to_string(),
             message,
             instances,
         })

@@ -15,6 +15,7 @@ use super::auth::{Auth, Roles};
 use super::config::Seconds;
 use super::engine::{Caller, MigOptions, Reply, Request};
 use super::mig::MigView;
+use super::states::MigState;
 use gpu_agent_core::scheduler::OnBusy;
 use gpu_agent_dbus::{
     metrics_to_dict, AgentError, Dict, ReleaseEnd, SubmitSpec, TaskInfo, TaskStatus,
@@ -33,7 +34,7 @@ pub struct AgentService {
     mig: MigView,
     /// Per GPU: the last MIG change state the engine announced, and its
     /// message (`GetMigLayout` shows them).
-    mig_states: Mutex<BTreeMap<u32, (String, String)>>,
+    mig_states: Mutex<BTreeMap<u32, (MigState, String)>>,
     /// Where `Submit` times go (`/metrics`), if anywhere.
     submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
     /// Where the output of tasks without an output file goes (`None`: the
@@ -93,7 +94,7 @@ impl AgentService {
     }
 
     /// Records GPU `gpu`'s MIG change state (the engine's notice).
-    pub fn record_mig_state(&self, gpu: u32, state: String, message: String) {
+    pub fn record_mig_state(&self, gpu: u32, state: MigState, message: String) {
         self.mig_states
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -437,8 +438,8 @@ impl AgentService {
             .cloned();
         // A change's state wins over the mode's, except a settled one's.
         if let Some((state, message)) = recorded {
-            if state != crate::engine::MIG_STABLE || layout.state == crate::engine::MIG_STABLE {
-                layout.state = state;
+            if state != MigState::Stable || layout.state == MigState::Stable.as_str() {
+                layout.state = state.to_string();
                 layout.message = message;
             }
         }

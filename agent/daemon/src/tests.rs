@@ -1109,7 +1109,14 @@ async fn stored_requests_whose_changes_were_never_written_are_carried_out_at_sta
     let thread = Engine::start(setup, (tx.clone(), rx)).unwrap();
     let (reply, census) = oneshot::channel();
     tx.send(Request::Census { reply }).unwrap();
-    assert_eq!(census.await.unwrap().health, ["ok", "drained"]);
+    let health: Vec<String> = census
+        .await
+        .unwrap()
+        .health
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(health, ["ok", "drained"]);
     assert_eq!(stored(dir.path()), [("t7".into(), "running".into())]);
     stop(tx, thread).await;
     let store = Store::open(dir.path()).unwrap();

@@ -27,8 +27,9 @@ use gpu_agent_dvfs::{Options, Profile, Search};
 use gpu_agent_plugin_api::Clocks;
 
 use super::lifecycle::{clocks_record, lock_clocks};
-use super::{health, Engine, Notice, Round};
+use super::{Engine, Notice, Round};
 use crate::policy_params;
+use crate::states::Health;
 use crate::store::Op;
 
 /// What the engine keeps of an adopted task while it runs.
@@ -216,7 +217,7 @@ impl Engine {
                 "GPU {gpu} is adopted by task {id}"
             )));
         }
-        if health != health::OK {
+        if !health.is_ok() {
             return Err(AgentError::Busy(format!("GPU {gpu} is offline ({health})")));
         }
         Ok(())
@@ -259,7 +260,7 @@ impl Engine {
                 device: d,
                 task: id.clone(),
             });
-            if self.health.get(d as usize).is_some_and(|h| h == health::OK) && !self.stopping {
+            if self.health.get(d as usize).is_some_and(Health::is_ok) && !self.stopping {
                 let offline = Input::Offline {
                     device: d,
                     interrupt: false,
@@ -323,7 +324,7 @@ impl Engine {
         }
         let now = self.time.model_now();
         for d in devices {
-            if self.health.get(d as usize).is_some_and(|h| h == health::OK) {
+            if self.health.get(d as usize).is_some_and(Health::is_ok) {
                 let actions = self.decide(|core| core.handle(now, Input::Online { device: d }));
                 self.apply(actions, round);
             }

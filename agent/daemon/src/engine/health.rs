@@ -23,22 +23,8 @@ use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
 use crate::layout::Target;
+use crate::states::Health;
 use crate::store::{Op, Store, StoreError};
-
-/// The health of a device that takes work.
-pub const OK: &str = "ok";
-/// The health of a device an admin drained.
-pub const DRAINED: &str = "drained";
-/// The health of a GPU split into MIG instances: it runs nothing itself.
-pub const SPLIT: &str = "mig";
-/// The health of a MIG instance a layout change removed.
-pub const RETIRED: &str = "retired";
-
-/// The health of a device whose UUID (a MIG instance's `MIG-…`) could not
-/// be read from the backend: no task could be shown it in
-/// `CUDA_VISIBLE_DEVICES`, so it takes none. Not stored: it follows the
-/// reading made at startup and after each layout change of its GPU.
-pub const NO_UUID: &str = "no-uuid";
 
 /// Where a device's health is stored.
 fn meta_key(gpu: u32) -> String {
@@ -48,11 +34,11 @@ fn meta_key(gpu: u32) -> String {
 /// The health a device takes no placement for by its partition (not
 /// stored: it follows the layout): `mig` for a split GPU, `retired` for a
 /// retired MIG instance, else `ok`.
-pub fn of_partition(spec: &DeviceSpec) -> &'static str {
+pub fn of_partition(spec: &DeviceSpec) -> Health {
     match spec.partition {
-        Partition::Split { .. } => SPLIT,
-        Partition::Retired(_) => RETIRED,
-        Partition::Whole | Partition::Mig(_) => OK,
+        Partition::Split { .. } => Health::Split,
+        Partition::Retired(_) => Health::Retired,
+        Partition::Whole | Partition::Mig(_) => Health::Ok,
     }
 }
 
@@ -63,39 +49,40 @@ pub(super) fn stored(
     store: &Store,
     devices: &[DeviceSpec],
     targets: &[Target],
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<Health>, StoreError> {
     devices
         .iter()
         .map(|d| match of_partition(d) {
-            OK => Ok(store
+            Health::Ok => Ok(store
                 .meta(&meta_key(d.index))?
-                .filter(|h| h != OK)
-                .unwrap_or_else(|| of_target(targets.get(d.index as usize)).into())),
-            other => Ok(other.into()),
+                .map(|h| Health::parse(&h))
+                .filter(|h| !h.is_ok())
+                .unwrap_or_else(|| of_target(targets.get(d.index as usize)))),
+            other => Ok(other),
         })
         .collect()
 }
 
 /// The health a schedulable device's target gives it: `no-uuid` without a
 /// UUID, else `ok`.
-pub fn of_target(target: Option<&Target>) -> &'static str {
+pub fn of_target(target: Option<&Target>) -> Health {
     match target {
-        Some(t) if !t.uuid.is_empty() => OK,
-        _ => NO_UUID,
+        Some(t) if !t.uuid.is_empty() => Health::Ok,
+        _ => Health::NoUuid,
     }
 }
 
 impl Engine {
     /// Takes the devices whose stored health is not `ok` offline before any
     /// task is restored, and tells the bus objects.
-    pub(super) fn restore_health(&mut self, health: Vec<String>, round: &mut Round) {
+    pub(super) fn restore_health(&mut self, health: Vec<Health>, round: &mut Round) {
         let now = self.time.model_now();
         for (gpu, h) in health.iter().enumerate() {
             let gpu = gpu as u32;
-            if ![OK, SPLIT, RETIRED].contains(&h.as_str()) {
-                if h == NO_UUID {
+            if ![Health::Ok, Health::Split, Health::Retired].contains(h) {
+                if *h == Health::NoUuid {
                     log::error!(
-                        "device {gpu} takes no task: its UUID could not be read from the GPU driver (health {NO_UUID})"
+                        "device {gpu} takes no task: its UUID could not be read from the GPU driver (health {h})"
                     );
                 } else {
                     log::warn!(
@@ -123,7 +110,8 @@ impl Engine {
     pub(super) fn device_event(&mut self, event: DeviceEvent, round: &mut Round) {
         match xid::verdict(event.kind) {
             Verdict::Online(why) => log::warn!("GPU {}: {why}", event.gpu),
-            Verdict::Offline(health) => {
+            Verdict::Offline(failure) => {
+                let health = Health::Failed(failure);
                 // A split GPU's failure is its instances'.
                 let instances: Vec<u32> = self
                     .devices
@@ -137,7 +125,7 @@ impl Engine {
                 if self
                     .health
                     .get(event.gpu as usize)
-                    .is_some_and(|h| h != SPLIT)
+                    .is_some_and(|h| *h != Health::Split)
                 {
                     self.take_offline(event.gpu, health, true, round)
                 }
@@ -158,10 +146,10 @@ impl Engine {
                 self.health.len()
             )));
         };
-        if [SPLIT, RETIRED].contains(&health.as_str()) {
+        if [Health::Split, Health::Retired].contains(health) {
             return Err(AgentError::NotSupported(format!(
                 "device {gpu} takes no work ({}); {}",
-                if health == SPLIT {
+                if *health == Health::Split {
                     "its GPU is split into MIG instances"
                 } else {
                     "a MIG layout change retired it"
@@ -170,17 +158,18 @@ impl Engine {
             )));
         }
         if !online {
-            self.take_offline(gpu, DRAINED.into(), false, round);
+            self.take_offline(gpu, Health::Drained, false, round);
             return Ok(());
         }
-        if of_target(self.target(gpu).as_ref()) == NO_UUID {
+        if of_target(self.target(gpu).as_ref()) == Health::NoUuid {
             return Err(AgentError::Failed(format!(
-                "device {gpu} stays offline ({NO_UUID}): its UUID could not be read from the GPU driver, \
+                "device {gpu} stays offline ({}): its UUID could not be read from the GPU driver, \
                  so no task could be shown it in CUDA_VISIBLE_DEVICES; restarting the daemon, \
-                 or applying its GPU's MIG layout again, reads it again"
+                 or applying its GPU's MIG layout again, reads it again",
+                Health::NoUuid
             )));
         }
-        if health == OK {
+        if health.is_ok() {
             return Ok(());
         }
         let was = health.clone();
@@ -191,7 +180,7 @@ impl Engine {
             ))
         })?;
         log::info!("GPU {gpu} is back online (was {was})");
-        self.set_health(gpu, OK.into(), round);
+        self.set_health(gpu, Health::Ok, round);
         if self.is_adopted(gpu) {
             log::info!("GPU {gpu} stays occupied by its adopted task until `Release`");
             return Ok(());
@@ -204,13 +193,13 @@ impl Engine {
 
     /// Takes `gpu` offline with `health`; `interrupt`: its running task is
     /// stopped (it failed), else it drains.
-    fn take_offline(&mut self, gpu: u32, health: String, interrupt: bool, round: &mut Round) {
+    fn take_offline(&mut self, gpu: u32, health: Health, interrupt: bool, round: &mut Round) {
         let Some(was) = self.health.get(gpu as usize).cloned() else {
             log::warn!("an event names GPU {gpu}, which this daemon does not schedule");
             return;
         };
         // The same report again, or a drain of a device already offline.
-        if was == health || (!interrupt && was != OK) {
+        if was == health || (!interrupt && !was.is_ok()) {
             return;
         }
         if interrupt {
@@ -231,11 +220,13 @@ impl Engine {
     }
 
     /// Records, stores and shows `gpu`'s new health.
-    fn set_health(&mut self, gpu: u32, health: String, round: &mut Round) {
-        round.ops.push(Op::SetMeta(meta_key(gpu), health.clone()));
+    fn set_health(&mut self, gpu: u32, health: Health, round: &mut Round) {
+        round
+            .ops
+            .push(Op::SetMeta(meta_key(gpu), health.to_string()));
         round.notice(Notice::DeviceHealth {
             device: gpu,
-            online: health == OK,
+            online: health.is_ok(),
             health: health.clone(),
         });
         self.health[gpu as usize] = health;
@@ -243,7 +234,9 @@ impl Engine {
 
     /// Why a task on `gpu` was stopped.
     pub(super) fn interrupt_reason(&self, gpu: u32) -> String {
-        let health = self.health.get(gpu as usize).map_or("?", String::as_str);
-        format!("GPU {gpu} went offline ({health})")
+        match self.health.get(gpu as usize) {
+            Some(health) => format!("GPU {gpu} went offline ({health})"),
+            None => format!("GPU {gpu} went offline (?)"),
+        }
     }
 }

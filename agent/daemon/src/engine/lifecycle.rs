@@ -9,6 +9,7 @@ use super::executor::{AtStop, Cancelled, Start};
 use super::{Effect, Engine, How, Notice, Request, Round, Running};
 use crate::config::IdleClocks;
 use crate::exec;
+use crate::states::Health;
 use crate::store::{ControlRecord, Op, StoreError};
 use gpu_agent_core::apps::power_w;
 use gpu_agent_core::{Action, Input};
@@ -387,7 +388,7 @@ impl Engine {
     /// are restored.
     pub(super) fn restore(
         &mut self,
-        health: Vec<String>,
+        health: Vec<Health>,
         stored: Vec<TaskInfo>,
         controls: Vec<ControlRecord>,
         processes: Vec<(String, u32)>,
@@ -542,8 +543,7 @@ impl Engine {
         for (d, &busy) in busy.iter().enumerate() {
             // Only a whole GPU is locked: a split GPU's clocks are its
             // instances', which may be busy.
-            let online = self.health.get(d).is_some_and(|h| h == super::HEALTH_OK)
-                && self.is_whole(d as u32);
+            let online = self.health.get(d).is_some_and(Health::is_ok) && self.is_whole(d as u32);
             let want = wants_idle_lock(self.config.idle_clocks, online, busy, self.stopping);
             let gpu = d as u32;
             if want && !self.idle[d].locked {

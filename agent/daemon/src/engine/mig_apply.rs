@@ -38,18 +38,8 @@ use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
 use crate::config::Seconds;
+use crate::states::MigState;
 use crate::store::{Op, Store, StoreError};
-
-/// A change under way: the GPU's devices take no work; tasks still run.
-const DRAINING: &str = "draining";
-/// The GPU is idle; the engine changes it.
-const APPLYING: &str = "applying";
-/// The layout is as asked (or the change was cancelled).
-pub const STABLE: &str = "stable";
-/// The mode change waits for a GPU reset the agent could not do.
-const RESET_REQUIRED: &str = "reset-required";
-/// The change failed.
-const FAILED: &str = "failed";
 
 /// How long `[mig] reset_command` may take before it is killed (a GPU
 /// reset takes seconds; the engine waits for it).
@@ -118,8 +108,11 @@ pub fn resumes(store: &Store, gpu: u32) -> Result<bool, StoreError> {
         return Ok(false);
     };
     let record: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let state = record["state"].as_str().unwrap_or_default();
-    Ok([DRAINING, APPLYING, RESET_REQUIRED].contains(&state))
+    let state = MigState::parse(record["state"].as_str().unwrap_or_default());
+    Ok(matches!(
+        state,
+        Some(MigState::Draining | MigState::Applying | MigState::ResetRequired)
+    ))
 }
 
 /// `3g.20gb@0, 3g.20gb@4`, or `MIG off`.
@@ -372,7 +365,7 @@ impl Engine {
         self.show_online(gpu, round);
         self.mig_state(
             gpu,
-            STABLE,
+            MigState::Stable,
             "cancelled; the layout is unchanged".into(),
             round,
         );
@@ -437,7 +430,7 @@ impl Engine {
             },
         );
         self.show_online(gpu, round);
-        self.mig_state(gpu, DRAINING, message, round);
+        self.mig_state(gpu, MigState::Draining, message, round);
     }
 
     /// Tells the bus objects of GPU `gpu`'s devices whether they take work
@@ -464,7 +457,7 @@ impl Engine {
             }
             None => String::new(),
         };
-        self.mig_state(gpu, APPLYING, message, round);
+        self.mig_state(gpu, MigState::Applying, message, round);
         self.deferred.push(super::Request::MakeMigLayout { gpu });
     }
 
@@ -508,7 +501,7 @@ impl Engine {
                     pids.join(", ")
                 );
                 log::warn!("GPU {gpu}: MIG change failed: {message}");
-                self.mig_state(gpu, FAILED, message, round);
+                self.mig_state(gpu, MigState::Failed, message, round);
                 continue;
             }
             if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Draining) {
@@ -531,7 +524,7 @@ impl Engine {
                 waits.join(", ")
             );
             log::warn!("GPU {gpu}: MIG change failed: {message}");
-            self.mig_state(gpu, FAILED, message, round);
+            self.mig_state(gpu, MigState::Failed, message, round);
         }
     }
 
@@ -566,7 +559,7 @@ impl Engine {
                     if let Some(w) = self.mig.under_way.get_mut(&gpu) {
                         w.foreign = pids;
                     }
-                    self.mig_state(gpu, APPLYING, message, round);
+                    self.mig_state(gpu, MigState::Applying, message, round);
                 }
                 return;
             }
@@ -635,13 +628,13 @@ impl Engine {
                         .push_str(": the GPU takes no task until a layout with instances is made");
                 }
                 log::info!("GPU {gpu}: MIG layout is now {message}");
-                self.mig_state(gpu, STABLE, message, round);
+                self.mig_state(gpu, MigState::Stable, message, round);
                 self.mig.under_way.remove(&gpu);
             }
             Err(unmade) => {
                 let (state, why) = match unmade {
-                    Unmade::ResetRequired(why) => (RESET_REQUIRED, why),
-                    Unmade::Failed(why) => (FAILED, why),
+                    Unmade::ResetRequired(why) => (MigState::ResetRequired, why),
+                    Unmade::Failed(why) => (MigState::Failed, why),
                 };
                 let restored = made
                     .restored
@@ -700,10 +693,13 @@ impl Engine {
                 }
             };
             let field = |k: &str| record[k].as_str().unwrap_or_default().to_string();
-            let (state, target) = (field("state"), field("target"));
-            match state.as_str() {
-                DRAINING | APPLYING | RESET_REQUIRED => {}
-                FAILED => {
+            let target = field("target");
+            let Some(state) = MigState::parse(&field("state")) else {
+                continue;
+            };
+            match state {
+                MigState::Draining | MigState::Applying | MigState::ResetRequired => {}
+                MigState::Failed => {
                     round.notice(Notice::MigChanged {
                         gpu,
                         state,
@@ -728,7 +724,7 @@ impl Engine {
             match begun {
                 Ok(actions) if actions.is_empty() => {
                     log::info!("GPU {gpu}: the stored MIG change to {target} is already made");
-                    self.mig_state(gpu, STABLE, target, round);
+                    self.mig_state(gpu, MigState::Stable, target, round);
                 }
                 Ok(actions) => {
                     log::warn!(
@@ -739,7 +735,7 @@ impl Engine {
                 Err(e) => {
                     let message = format!("the stored change to {target:?} cannot resume: {e}");
                     log::error!("GPU {gpu}: {message}");
-                    self.mig_state(gpu, FAILED, message, round);
+                    self.mig_state(gpu, MigState::Failed, message, round);
                 }
             }
         }
@@ -794,7 +790,7 @@ impl Engine {
     }
 
     /// Stores GPU `gpu`'s MIG state and announces it (`MigChanged`).
-    fn mig_state(&mut self, gpu: u32, state: &str, message: String, round: &mut Round) {
+    fn mig_state(&mut self, gpu: u32, state: MigState, message: String, round: &mut Round) {
         let (target, old) = match self.mig.under_way.get(&gpu) {
             Some(u) => (
                 describe_as(&u.target, u.enabled),
@@ -803,7 +799,7 @@ impl Engine {
             None => (String::new(), String::new()),
         };
         let record = serde_json::json!({
-            "state": state,
+            "state": state.as_str(),
             "message": message,
             "target": target,
             "old": old,
@@ -813,7 +809,7 @@ impl Engine {
             .push(Op::SetMeta(meta_key(gpu), record.to_string()));
         round.notice(Notice::MigChanged {
             gpu,
-            state: state.into(),
+            state,
             message,
         });
     }

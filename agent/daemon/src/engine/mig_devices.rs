@@ -12,9 +12,10 @@ use gpu_agent_core::host::{DeviceSpec, Partition};
 use gpu_agent_core::scheduler::Repartition;
 use gpu_agent_core::Input;
 
-use super::health::{self, NO_UUID, OK};
+use super::health;
 use super::{lifecycle::IdleLock, Engine, Notice, Round};
 use crate::layout::{self, Target};
+use crate::states::Health;
 use crate::store::Op;
 
 impl Engine {
@@ -76,12 +77,12 @@ impl Engine {
             .filter(|d| d.index as usize >= self.health.len())
             .map(|d| (d.clone(), fresh[d.index as usize].clone()))
             .collect();
-        self.health.resize(self.devices.len(), OK.into());
+        self.health.resize(self.devices.len(), Health::Ok);
         for d in change.retired.iter().chain([&gpu]) {
             let health = health::of_partition(&self.devices[*d as usize]);
             // A whole GPU keeps a failure it had; the rest follow the layout.
-            if health != OK || self.health[*d as usize] == health::SPLIT {
-                self.health[*d as usize] = health.into();
+            if !health.is_ok() || self.health[*d as usize] == Health::Split {
+                self.health[*d as usize] = health;
             }
         }
         for &d in &change.devices {
@@ -122,11 +123,12 @@ impl Engine {
         }
         let i = d as usize;
         match health::of_target(self.target(d).as_ref()) {
-            NO_UUID if self.core.online(d) => {
+            Health::NoUuid if self.core.online(d) => {
                 log::error!(
-                    "device {d} takes no task: its UUID could not be read from the GPU driver (health {NO_UUID})"
+                    "device {d} takes no task: its UUID could not be read from the GPU driver (health {})",
+                    Health::NoUuid
                 );
-                self.health[i] = NO_UUID.into();
+                self.health[i] = Health::NoUuid;
                 let now = self.time.model_now();
                 let offline = Input::Offline {
                     device: d,
@@ -135,7 +137,7 @@ impl Engine {
                 let actions = self.decide(|core| core.handle(now, offline));
                 self.apply(actions, round);
             }
-            OK if self.health[i] == NO_UUID => self.health[i] = OK.into(),
+            Health::Ok if self.health[i] == Health::NoUuid => self.health[i] = Health::Ok,
             _ => {}
         }
     }

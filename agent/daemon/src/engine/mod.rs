@@ -57,6 +57,7 @@ use super::config::{Config, Source};
 use super::exec::Exit;
 use super::store::{Op, Store, StoreError};
 use crate::layout::{Target, Targets};
+use crate::states::{Health, MigState};
 use crate::telemetry::Telemetry;
 use crate::test_hooks::Hook;
 use executor::{Executor, MockLoad};
@@ -75,10 +76,8 @@ use table::TaskTable;
 use tally::Tally;
 use tokens::ClientTokens;
 
-pub use health::{of_partition as health_of_partition, OK as HEALTH_OK};
-pub use mig_apply::{
-    resumes as mig_change_resumes, MigMade, MigOptions, MigTarget, STABLE as MIG_STABLE,
-};
+pub use health::of_partition as health_of_partition;
+pub use mig_apply::{resumes as mig_change_resumes, MigMade, MigOptions, MigTarget};
 pub use time::Timebase;
 
 /// The exit status of a daemon whose engine thread panicked (`EX_SOFTWARE`):
@@ -297,15 +296,15 @@ pub enum Notice {
         device: u32,
         /// Whether it takes work.
         online: bool,
-        /// `ok`, `drained`, `lost` or `xid N: ...`.
-        health: String,
+        /// Its health.
+        health: Health,
     },
     /// A GPU's MIG layout change moved on (`MigChanged`).
     MigChanged {
         /// The GPU.
         gpu: u32,
-        /// `draining`, `applying`, `stable`, `reset-required` or `failed`.
-        state: String,
+        /// Where the change stands.
+        state: MigState,
         /// What happened, for people.
         message: String,
     },
@@ -381,8 +380,8 @@ pub struct Census {
     pub local: usize,
     /// Per device: whether a task runs on it.
     pub busy: Vec<bool>,
-    /// Per device: its health (`ok`: online).
-    pub health: Vec<String>,
+    /// Per device: its health.
+    pub health: Vec<Health>,
     /// The devices as the GPUs' layouts stand (MIG instances included).
     pub devices: Vec<DeviceSpec>,
 }
@@ -517,8 +516,8 @@ pub struct Engine {
     tasks: TaskTable,
     /// The tasks that ended and left the table, summed up.
     tally: Tally,
-    /// Each device's health (`health::OK`: online).
-    health: Vec<String>,
+    /// Each device's health.
+    health: Vec<Health>,
     running: HashMap<TaskKey, Running>,
     /// Per device: its clocks locked while idle (`idle_clocks = "min"`).
     idle: Vec<lifecycle::IdleLock>,

@@ -7,7 +7,8 @@ use gpu_agent_core::scheduler::Waiting;
 use gpu_agent_dbus::TaskWait;
 use gpu_agent_plugin_api::TaskKey;
 
-use super::{health, Engine};
+use super::Engine;
+use crate::states::Health;
 
 impl Engine {
     /// Why the task with core key `key` waits (`None` once it runs or ended).
@@ -100,8 +101,8 @@ impl Engine {
                 None => format!("{name} held by adopted job {job} ({})", info.id),
             };
         }
-        match self.health.get(d as usize).map(String::as_str) {
-            Some(health::DRAINED) => format!("{name} drained by an admin"),
+        match self.health.get(d as usize) {
+            Some(Health::Drained) => format!("{name} drained by an admin"),
             Some(h) => format!("{name} offline ({h})"),
             None => format!("{name} offline"),
         }
