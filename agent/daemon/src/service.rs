@@ -33,7 +33,14 @@ pub struct AgentService {
     backend: String,
     mig: MigView,
     /// Per GPU: the last MIG change state the engine announced, and its
-    /// message (`GetMigLayout` shows them).
+    /// message (`GetMigLayout` shows them). A projection of the engine's
+    /// state, not a second owner (ARCHITECTURE.md, invariant 12): the engine
+    /// stores each state it reaches and announces it once (`MigChanged`),
+    /// and the notice pump records the notices in the order sent, so this is
+    /// the stored state as of the last notice pumped: it lags, it cannot
+    /// drift. The lag is what `GetMigLayout` needs: a change's `stable`
+    /// shows only after the `DevicesChanged` notice before it has served the
+    /// new devices' objects (the engine itself would answer `stable` first).
     mig_states: Mutex<BTreeMap<u32, (MigState, String)>>,
     /// Where `Submit` times go (`/metrics`), if anywhere.
     submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
