@@ -18,8 +18,8 @@ use super::mig::MigView;
 use super::states::MigState;
 use gpu_agent_core::scheduler::OnBusy;
 use gpu_agent_dbus::{
-    metrics_to_dict, AgentError, Dict, ReleaseEnd, SubmitSpec, TaskInfo, TaskStatus,
-    OUTPUT_READ_MAX, TASK_PAGE_MAX,
+    given_parameters, metrics_to_dict, AgentError, Dict, ReleaseEnd, SubmitSpec, TaskInfo,
+    TaskStatus, OUTPUT_READ_MAX, TASK_PAGE_MAX,
 };
 
 /// The agent object.
@@ -380,7 +380,7 @@ impl AgentService {
             .require_admin("change the policy")?;
         self.ask(|reply| Request::SetPolicy {
             name,
-            params: HashMap::new(),
+            params: Vec::new(),
             reply,
         })
         .await
@@ -398,6 +398,8 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("change the policy")?;
+        let params = given_parameters(&params)
+            .map_err(|e| AgentError::InvalidArgument(format!("policy {name}: {e}")))?;
         self.ask(|reply| Request::SetPolicy {
             name,
             params,
@@ -409,8 +411,10 @@ impl AgentService {
     /// A loaded policy: its description and parameters (types, defaults,
     /// ranges, descriptions, and the values in use when it is active).
     async fn describe_policy(&self, name: String) -> Result<Dict, AgentError> {
-        self.ask(|reply| Request::DescribePolicy { name, reply })
-            .await
+        let policy = self
+            .ask(|reply| Request::DescribePolicy { name, reply })
+            .await?;
+        Ok(policy.to_dict())
     }
 
     /// Reads the configuration file again and re-scans the plugin directory;

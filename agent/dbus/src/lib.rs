@@ -20,7 +20,10 @@ pub use adopt::{AdoptSpec, ReleaseEnd};
 pub use device::DeviceStatus;
 pub use metrics::{metrics_from_dict, metrics_to_dict};
 pub use mig::{MigInstance, MigLayout};
-pub use params::{describe_parameter, parameters_from_dict, parameters_to_dict, ParamValue};
+pub use params::{
+    check_parameters, describe_parameter, given_parameters, parameters_to_dict, ParamValue,
+    PolicyDescription,
+};
 pub use strict::Strict;
 pub use task::{
     Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, TaskWait, ARG_MAX_LEN,

@@ -5,7 +5,10 @@
 //! integer as any D-Bus integer, a number as a double or an integer, a bool
 //! as a boolean, a choice or text as a string), or as a string in the form a
 //! user writes (`gpuctl policy use NAME --param KEY=VALUE` sends strings).
-//! Inside the agent a value is that text, checked by
+//! The bus side reads the dictionary into [`ParamValue`]s
+//! ([`given_parameters`]); the engine, which knows the policy, checks them
+//! against its parameters ([`check_parameters`]). Inside the agent a value is
+//! that text, checked by
 //! [`ParamInfo::check`](gpu_agent_plugin_api::ParamInfo::check).
 
 use std::collections::HashMap;
@@ -112,17 +115,31 @@ impl ParamValue {
     }
 }
 
-/// Reads `SetPolicyWithParameters`' dictionary against `infos`: every key must
-/// be one of them and every value of its type and in its range. Returns the
-/// (key, text) pairs in key order, or an error naming the first bad key.
-pub fn parameters_from_dict(
-    infos: &[ParamInfo],
+/// Reads `SetPolicyWithParameters`' dictionary: each value as the bus
+/// carried it, in key order; a D-Bus type no parameter takes is an error
+/// naming its key. Which keys a policy takes, of which types and ranges, is
+/// [`check_parameters`]'s to say.
+pub fn given_parameters(
     dict: &HashMap<String, OwnedValue>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, ParamValue)>, String> {
     let mut keys: Vec<&String> = dict.keys().collect();
     keys.sort();
     keys.into_iter()
-        .map(|key| {
+        .map(|key| Ok((key.clone(), ParamValue::from_value(key, &dict[key])?)))
+        .collect()
+}
+
+/// Checks parameters [`given_parameters`] read against `infos`: every key
+/// must be one of them and every value of its type and in its range. Returns
+/// the (key, text) pairs in the order given, or an error naming the first bad
+/// key.
+pub fn check_parameters(
+    infos: &[ParamInfo],
+    given: &[(String, ParamValue)],
+) -> Result<Vec<(String, String)>, String> {
+    given
+        .iter()
+        .map(|(key, value)| {
             let info = infos
                 .iter()
                 .find(|i| i.key.as_str() == key)
@@ -137,7 +154,6 @@ pub fn parameters_from_dict(
                         }
                     )
                 })?;
-            let value = ParamValue::from_value(key, &dict[key])?;
             Ok((key.clone(), value.to_text(info)?))
         })
         .collect()
@@ -150,6 +166,40 @@ pub fn parameters_to_dict(values: &[(String, ParamValue)]) -> Dict {
         .iter()
         .map(|(k, v)| (k.clone(), v.to_owned_value()))
         .collect()
+}
+
+/// A loaded policy as `DescribePolicy` answers it.
+#[derive(Debug, Clone)]
+pub struct PolicyDescription {
+    /// Its name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Whether it is the active policy.
+    pub active: bool,
+    /// Each of its parameters, with the value in use when it is active.
+    pub parameters: Vec<(ParamInfo, Option<ParamValue>)>,
+}
+
+impl PolicyDescription {
+    /// `DescribePolicy`'s dictionary: `name`, `description`, `active`, and
+    /// `parameters` (one dictionary each: see [`describe_parameter`]).
+    pub fn to_dict(&self) -> Dict {
+        let parameters: Vec<Dict> = self
+            .parameters
+            .iter()
+            .map(|(info, value)| describe_parameter(info, value.as_ref()))
+            .collect();
+        let mut d = Dict::new();
+        let mut put = |k: &str, v: Value<'_>| {
+            d.insert(k.into(), v.try_into().expect("plain values convert"));
+        };
+        put("name", Value::from(self.name.as_str()));
+        put("description", Value::from(self.description.as_str()));
+        put("active", Value::from(self.active));
+        put("parameters", Value::from(parameters));
+        d
+    }
 }
 
 /// One parameter as `DescribePolicy` lists it: `key`, `type`, `default`,
@@ -200,6 +250,15 @@ mod tests {
                 .or_words(AUTO),
             ParamInfo::bool("verbose", "false", "talk"),
         ]
+    }
+
+    /// The dictionary read as the bus side reads it, then checked as the
+    /// engine checks it.
+    fn parameters_from_dict(
+        infos: &[ParamInfo],
+        dict: &HashMap<String, OwnedValue>,
+    ) -> Result<Vec<(String, String)>, String> {
+        check_parameters(infos, &given_parameters(dict)?)
     }
 
     fn dict(pairs: &[(&str, Value<'_>)]) -> HashMap<String, OwnedValue> {

@@ -86,9 +86,7 @@ impl Engine {
     }
 
     /// What `request` would store before it is carried out, if it changes
-    /// state; an adoption is given its task id here. A `SetPolicy` with a
-    /// parameter of a type no parameter takes changes nothing (it is
-    /// refused) and needs none.
+    /// state; an adoption is given its task id here.
     fn intent_of(&mut self, request: &mut Request) -> Option<Intent> {
         Some(match request {
             Request::Cancel { id, caller, .. } => Intent::Cancel {
@@ -97,11 +95,7 @@ impl Engine {
             },
             Request::SetPolicy { name, params, .. } => Intent::SetPolicy {
                 name: name.clone(),
-                params: params
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), ParamValue::from_value(k, v)?)))
-                    .collect::<Result<_, String>>()
-                    .ok()?,
+                params: params.clone(),
             },
             Request::SetDeviceOnline { gpu, online, .. } => Intent::SetDeviceOnline {
                 gpu: *gpu,
@@ -139,10 +133,7 @@ impl Engine {
             },
             Intent::SetPolicy { name, params } => Request::SetPolicy {
                 name,
-                params: params
-                    .into_iter()
-                    .map(|(k, v)| (k, v.to_owned_value()))
-                    .collect(),
+                params,
                 reply: nobody(),
             },
             Intent::SetDeviceOnline { gpu, online } => Request::SetDeviceOnline {

@@ -146,9 +146,9 @@ pub enum Request {
     SetPolicy {
         /// The policy's name.
         name: String,
-        /// Its parameters as given on the bus (empty: its agent.toml table
-        /// and defaults only).
-        params: std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
+        /// Its parameters as given on the bus, in key order (empty: its
+        /// agent.toml table and defaults only).
+        params: Vec<(String, gpu_agent_dbus::ParamValue)>,
         /// Answered once the switch is stored.
         reply: Reply<()>,
     },
@@ -156,8 +156,8 @@ pub enum Request {
     DescribePolicy {
         /// The policy's name.
         name: String,
-        /// `DescribePolicy`'s dictionary.
-        reply: Reply<gpu_agent_dbus::Dict>,
+        /// The policy and its parameters.
+        reply: Reply<gpu_agent_dbus::PolicyDescription>,
     },
     /// formats.md §4 metrics over the finished tasks.
     Metrics {

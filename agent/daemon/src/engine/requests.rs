@@ -4,13 +4,10 @@ use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{Metrics, Rejection};
 use gpu_agent_core::task::OnHost;
-use std::collections::HashMap;
 
 use gpu_agent_dbus::{
-    describe_parameter, parameters_from_dict, AgentError, Dict, ParamValue, SubmitSpec, TaskInfo,
-    TaskStatus,
+    check_parameters, AgentError, ParamValue, PolicyDescription, SubmitSpec, TaskInfo, TaskStatus,
 };
-use zbus::zvariant::{OwnedValue, Value};
 
 use crate::policy_params;
 
@@ -427,14 +424,14 @@ impl Engine {
     fn set_policy(
         &mut self,
         name: &str,
-        params: &HashMap<String, OwnedValue>,
+        params: &[(String, ParamValue)],
         round: &mut Round,
     ) -> Result<(), AgentError> {
         let plugin = *self
             .registry
             .find(name)
             .map_err(|e| AgentError::UnknownPolicy(e.to_string()))?;
-        let given = parameters_from_dict(plugin.parameters(), params)
+        let given = check_parameters(plugin.parameters(), params)
             .map_err(|e| AgentError::InvalidArgument(format!("policy {name}: {e}")))?;
         let table = policy_params::table(&self.config, self.source.path().as_deref(), &plugin)
             .map_err(|e| AgentError::Failed(e.to_string()))?;
@@ -493,7 +490,7 @@ impl Engine {
     }
 
     /// `DescribePolicy`'s answer for `name`.
-    fn describe_policy(&self, name: &str) -> Result<Dict, AgentError> {
+    fn describe_policy(&self, name: &str) -> Result<PolicyDescription, AgentError> {
         let plugin = self
             .registry
             .find(name)
@@ -504,26 +501,23 @@ impl Engine {
         } else {
             Vec::new()
         };
-        let parameters: Vec<Dict> = plugin
+        let parameters = plugin
             .parameters()
             .iter()
             .map(|info| {
                 let value = values
                     .iter()
                     .find(|(k, _)| k == info.key.as_str())
-                    .map(|(_, v)| v);
-                describe_parameter(info, value)
+                    .map(|(_, v)| v.clone());
+                (*info, value)
             })
             .collect();
-        let mut d = Dict::new();
-        let mut put = |k: &str, v: Value<'_>| {
-            d.insert(k.into(), v.try_into().expect("plain values convert"));
-        };
-        put("name", Value::from(plugin.name()));
-        put("description", Value::from(plugin.description()));
-        put("active", Value::from(active));
-        put("parameters", Value::from(parameters));
-        Ok(d)
+        Ok(PolicyDescription {
+            name: plugin.name().to_string(),
+            description: plugin.description().to_string(),
+            active,
+            parameters,
+        })
     }
 
     /// Reads the settings again, checks them, and re-scans the plugin
