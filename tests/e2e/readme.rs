@@ -1,13 +1,19 @@
-//! README.md's examples, run as a user would type them. The "Running the
-//! daemon" section: its `gpu-agentd --mock ...` line starts the daemon (on a
-//! private bus, a fresh state directory), then every line of the `gpuctl`
-//! block after it runs in a project directory holding a `train.py`, in
-//! order, and must end with exit status 0, or the one its comment names
-//! (`# exit 1: ...`). The offline examples (the simulator, DVFS, `inspect
-//! --mock`) run the same way without a daemon. An example that stops
-//! working as written fails here. (Left out: `cargo build --release` of
-//! First run, Install's packages and systemd, Real workloads' data outside
-//! the repository, real GPUs, and the benchmarks.)
+//! README.md's examples, and every command block of docs/*.md, run as a
+//! user would type them. The "Running the daemon" section: its
+//! `gpu-agentd --mock ...` line starts the daemon (on a private bus, a fresh
+//! state directory), then every line of the `gpuctl` block after it runs in a
+//! project directory holding a `train.py`, in order, and must end with exit
+//! status 0, or the one its comment names (`# exit 1: ...`). The offline
+//! examples (the simulator, DVFS, `inspect --mock`) run the same way without
+//! a daemon. An example that stops working as written fails here. (Left out:
+//! `cargo build --release` of First run, Install's packages and systemd, Real
+//! workloads' data outside the repository, real GPUs, and the benchmarks.)
+//!
+//! Each of docs/*.md runs its `sh` blocks in order against a daemon of its
+//! own on the mock GPUs of `examples/host-mig.toml`, a private bus standing
+//! in for both the system and the session bus; a block whose first line is
+//! `# needs: WHAT` (a real GPU, Slurm, data outside the repository) says so
+//! to its reader and is not run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -110,8 +116,9 @@ fn readme_running_the_daemon_works_as_written() {
     std::os::unix::fs::symlink(root.join("examples"), project.path().join("examples")).unwrap();
     let state = project.path().join("state");
     let bus = PrivateBus::start().expect("a private bus");
+    // exec: the daemon is the child that Stop ends, not a shell above it.
     let line = daemon_line.replace("/tmp/ga", state.to_str().unwrap());
-    let daemon = shell(&line, project.path(), Some(&bus))
+    let daemon = shell(&format!("exec {line}"), project.path(), Some(&bus))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -199,5 +206,124 @@ fn readme_command_lines_are_read_with_their_exit_status() {
     assert_eq!(
         command("gpuctl metrics"),
         Some(("gpuctl metrics".into(), 0))
+    );
+}
+
+/// The `sh` blocks of `text`: the line each opens on (1-based) and its lines.
+fn sh_blocks(text: &str) -> Vec<(usize, Vec<&str>)> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, line)) = lines.next() {
+        if line.trim() == "```sh" {
+            let body = lines
+                .by_ref()
+                .map(|(_, l)| l)
+                .take_while(|l| l.trim() != "```")
+                .collect();
+            blocks.push((i + 1, body));
+        }
+    }
+    blocks
+}
+
+/// The commands of a block as [`command`] reads them, a line ending in `\`
+/// joined with the next.
+fn commands(block: &[&str]) -> Vec<(String, i32)> {
+    let mut joined = Vec::new();
+    let mut open = String::new();
+    for line in block {
+        match line.strip_suffix('\\') {
+            Some(start) => open.push_str(start),
+            None => {
+                open.push_str(line);
+                joined.push(std::mem::take(&mut open));
+            }
+        }
+    }
+    joined.iter().filter_map(|l| command(l)).collect()
+}
+
+#[test]
+fn docs_command_blocks_work_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    let mut ran = 0;
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let name = doc.strip_prefix(&root).unwrap().display().to_string();
+        let blocks: Vec<_> = sh_blocks(&text)
+            .into_iter()
+            .filter(|(_, block)| {
+                !block
+                    .first()
+                    .is_some_and(|l| l.trim_start().starts_with("# needs: "))
+            })
+            .collect();
+        if blocks.is_empty() {
+            continue;
+        }
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("train.py"), "print('epoch 1')\n").unwrap();
+        std::os::unix::fs::symlink(root.join("examples"), project.path().join("examples")).unwrap();
+        let bus = PrivateBus::start().expect("a private bus");
+        let state = project.path().join("state");
+        let daemon = shell(
+            &format!(
+                "exec gpu-agentd --mock examples/host-mig.toml --session --time-scale 60 --state-dir {}",
+                state.display()
+            ),
+            project.path(),
+            Some(&bus),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gpu-agentd");
+        let _stop = Stop(daemon);
+        wait_for("the daemon on the bus", Duration::from_secs(20), || {
+            let out = shell("gpuctl --session status", project.path(), Some(&bus))
+                .output()
+                .ok()?;
+            out.status.success().then_some(())
+        });
+        for (at, block) in &blocks {
+            for (line, status) in commands(block) {
+                let out = shell(&line, project.path(), Some(&bus))
+                    .env("DBUS_SYSTEM_BUS_ADDRESS", bus.address())
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    out.status.code(),
+                    Some(status),
+                    "{name}, the block at line {at}: `{line}` exited {} (the block says {status})\n\
+                     stdout:\n{}\nstderr:\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran >= 10, "only {ran} commands of docs/*.md ran");
+}
+
+#[test]
+fn doc_blocks_are_read_with_their_continuations() {
+    let text = "intro\n```sh\n# needs: a GPU\nnvidia-smi\n```\n```sh\nbusctl call a \\\n    b c   # exit 4: refused\ngpuctl tasks\n```\n";
+    let blocks = sh_blocks(text);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[0], (2, vec!["# needs: a GPU", "nvidia-smi"]));
+    assert_eq!(
+        commands(&blocks[1].1),
+        [
+            ("busctl call a     b c".to_string(), 4),
+            ("gpuctl tasks".to_string(), 0)
+        ]
     );
 }
