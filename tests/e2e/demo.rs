@@ -230,9 +230,21 @@ fn demo_simulated_column_has_the_energy_baseline_of_gpuctl_simulate() {
             "{name}:\n{table}"
         );
     }
-    // The daemon, which re-evaluates its tasks at default clocks, sees a
-    // saving too.
-    let daemon_saving: f64 = table_row(&table, "energy_saving")[0].parse().unwrap();
+    // The daemon column has the same baseline (one definition: the trace
+    // replayed at default clocks), and its saving is its energy against it.
+    let row = |name: &str| table_row(&table, name);
+    assert_eq!(
+        row("energy_baseline_j")[0],
+        row("energy_baseline_j")[1],
+        "{table}"
+    );
+    let daemon_energy: f64 = row("energy_j")[0].parse().unwrap();
+    let daemon_saving: f64 = row("energy_saving")[0].parse().unwrap();
+    let expected = 1.0 - daemon_energy / value("energy_baseline_j");
+    assert!(
+        (daemon_saving - expected).abs() < 1e-4,
+        "{expected}:\n{table}"
+    );
     assert!(daemon_saving > 0.05, "{table}");
 }
 

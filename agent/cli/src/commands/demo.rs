@@ -71,7 +71,9 @@ pub struct Args {
     /// seconds or a duration such as 90s, 2m.
     #[arg(long, value_name = "DURATION", default_value = "30", value_parser = parse_seconds)]
     seconds: f64,
-    /// Print the daemon's metrics as JSON (/usr/share/doc/gpu-agent/formats.md §4) instead of the table.
+    /// Print the daemon's metrics as JSON (/usr/share/doc/gpu-agent/formats.md
+    /// §4) instead of the table, with the baseline of the trace replayed at
+    /// default clocks, as the table.
     #[arg(long)]
     json: bool,
 }
@@ -100,7 +102,10 @@ struct Plan {
     /// Model seconds per wall second.
     scale: f64,
     seconds: f64,
+    /// `gpuctl simulate`'s metrics of the trace, its no-DVFS baseline set.
     simulated: Metrics,
+    /// Whether a simulated task ran at other than default clocks.
+    dvfs: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -114,7 +119,7 @@ pub fn run(args: Args) -> Result<()> {
             .context("cannot start the async runtime")?;
         runtime.block_on(interruptible(&plan))
     };
-    let daemon = match ran {
+    let mut daemon = match ran {
         Ok(metrics) => metrics,
         Err(e) if e.is::<Interrupted>() => {
             eprintln!("gpuctl: demo interrupted; gpu-agentd and the bus are stopped");
@@ -126,11 +131,15 @@ pub fn run(args: Args) -> Result<()> {
         "gpuctl: demo: done in {:.1} s; gpu-agentd and the bus are stopped",
         wall.elapsed().as_secs_f64()
     );
+    // One baseline in both columns (formats.md §4): the trace replayed at
+    // default clocks, which the daemon, having no trace, can only estimate.
+    if plan.dvfs {
+        daemon.set_baseline(plan.simulated.energy_baseline_j);
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&daemon)?)?;
     } else {
-        let mut daemon = daemon;
         daemon.policy = format!("{} (daemon)", daemon.policy);
         let mut simulated = plan.simulated.clone();
         simulated.policy = format!("{} (simulated)", simulated.policy);
@@ -194,6 +203,7 @@ fn plan(args: &Args) -> Result<Plan> {
             args.policy
         );
     }
+    let dvfs = simulated.dvfs;
     let simulated = simulated.metrics;
     let scale = if simulated.makespan > 0.0 {
         simulated.makespan / args.seconds
@@ -225,6 +235,7 @@ fn plan(args: &Args) -> Result<Plan> {
         scale,
         seconds: args.seconds,
         simulated,
+        dvfs,
     })
 }
 
