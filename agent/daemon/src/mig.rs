@@ -45,7 +45,8 @@ impl MigView {
     /// GPU `gpu`'s MIG state (`GetMigLayout`).
     pub fn layout(&self, gpu: u32) -> Result<MigLayout, AgentError> {
         let host = self.gpu(gpu)?;
-        let failed = |e: BackendError| AgentError::Failed(format!("GPU {gpu}: {e}"));
+        // A backend error names its GPU.
+        let failed = |e: BackendError| AgentError::Failed(e.to_string());
         let mode = match host.mig {
             Some(_) => self.backend.mig_mode(gpu).map_err(failed)?,
             None => None,
@@ -57,7 +58,13 @@ impl MigView {
             let devices = self.backend.mig_devices(gpu).map_err(failed)?;
             for gi in self.backend.gpu_instances(gpu).map_err(failed)? {
                 let profile = table.profile(gi.profile_id);
-                let cis = self.backend.compute_instances(gpu, gi.id).map_err(failed)?;
+                let cis = match self.backend.compute_instances(gpu, gi.id) {
+                    Ok(cis) => cis,
+                    // Destroyed since the list was read, by a change under
+                    // way: no longer part of the layout.
+                    Err(BackendError::NotFound { .. }) => continue,
+                    Err(e) => return Err(failed(e)),
+                };
                 let ci = cis.first();
                 let device = ci.and_then(|ci| {
                     devices
@@ -197,7 +204,7 @@ impl MigView {
         self.gpus
             .iter()
             .map(|g| {
-                let failed = |e: BackendError| AgentError::Failed(format!("GPU {}: {e}", g.index));
+                let failed = |e: BackendError| AgentError::Failed(e.to_string());
                 let Some(table) = g.mig else {
                     return Ok((
                         g.index,
@@ -246,5 +253,49 @@ pub fn config_error(e: ConfigError) -> AgentError {
         ErrorKind::Invalid => AgentError::InvalidArgument(text),
         ErrorKind::NotSupported => AgentError::NotSupported(text),
         ErrorKind::NoSuchDevice => AgentError::NoSuchDevice(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use gpu_agent_backend::mock::{Fault, MockBackend, VirtualClock};
+    use gpu_agent_backend::GpuBackend;
+
+    use super::MigView;
+
+    /// A GPU instance destroyed between the layout's list of instances and
+    /// the read of its compute instances (a change under way on another
+    /// thread) is left out; the read does not fail.
+    #[test]
+    fn a_layout_read_during_a_change_leaves_out_an_instance_destroyed_meanwhile() {
+        let host = gpu_agent_hostspec::host::parse(
+            std::path::Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 1\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n",
+        )
+        .unwrap();
+        let mock = Arc::new(MockBackend::new(&host, Arc::new(VirtualClock::new())));
+        let view = MigView::new(mock.clone()).unwrap();
+        // Reading compute instances takes a second: the change below lands
+        // in it, after the list of GPU instances was read.
+        mock.inject(0, Fault::Slow("compute_instances", Duration::from_secs(1)));
+        let reader = std::thread::spawn(move || view.layout(0));
+        while !mock.calls().iter().any(|c| c.method == "gpu_instances") {
+            std::thread::yield_now();
+        }
+        // The second instance goes (its ids from the MIG devices, which
+        // are not slowed), while the reader waits on the first.
+        let second = mock.mig_devices(0).unwrap()[1].clone();
+        mock.destroy_compute_instance(0, second.gpu_instance, second.compute_instance)
+            .unwrap();
+        mock.destroy_gpu_instance(0, second.gpu_instance).unwrap();
+        let layout = reader
+            .join()
+            .unwrap()
+            .expect("the layout, read during the change");
+        let starts: Vec<u32> = layout.instances.iter().map(|i| i.start).collect();
+        assert_eq!(starts, [0]);
     }
 }
