@@ -885,6 +885,10 @@ pub fn checked_param<'a>(
 
 /// Exports a policy plugin's root module.
 ///
+/// `parameters` is the plugin's whole table of [`ParamInfo`]s, an array (or
+/// a constant one) that the plugin also reads its values with
+/// ([`checked_param`]), so that every parameter it reads is declared.
+///
 /// ```ignore
 /// gpu_agent_plugin_api::export_policy! {
 ///     name: "fifo",
@@ -899,14 +903,14 @@ macro_rules! export_policy {
     (
         name: $name:expr,
         description: $description:expr,
-        parameters: [$($param:expr),* $(,)?],
+        parameters: $parameters:expr,
         new: $new:expr $(,)?
     ) => {
         /// This plugin's root module (also exported for the agent's loader).
         #[$crate::abi_stable::export_root_module]
         pub fn policy_module() -> $crate::PolicyModRef {
             use $crate::abi_stable::prefix_type::PrefixTypeTrait;
-            const PARAMETERS: &[$crate::ParamInfo] = &[$($param),*];
+            const PARAMETERS: &[$crate::ParamInfo] = &$parameters;
             $crate::PolicyMod {
                 abi_version: $crate::abi_stable::std_types::RStr::from_str($crate::ABI_VERSION),
                 name: $crate::abi_stable::std_types::RStr::from_str($name),
@@ -920,7 +924,10 @@ macro_rules! export_policy {
         #[$crate::abi_stable::sabi_extern_fn]
         fn __gpu_agent_policy_new(
             params: $crate::abi_stable::std_types::RSlice<'_, $crate::Param>,
-        ) -> $crate::abi_stable::std_types::RResult<$crate::PolicyBox, $crate::abi_stable::std_types::RString> {
+        ) -> $crate::abi_stable::std_types::RResult<
+            $crate::PolicyBox,
+            $crate::abi_stable::std_types::RString,
+        > {
             let new = $new;
             match $crate::catch_panic(|| new(params.as_slice())) {
                 Ok(policy) => $crate::abi_stable::std_types::ROk($crate::guard(policy)),

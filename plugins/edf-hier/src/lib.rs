@@ -167,9 +167,7 @@ impl PolicyImpl for EdfHier {
 gpu_agent_plugin_api::export_policy! {
     name: "edf-hier",
     description: "deadline-ordered tasks dealt to device groups, each planned by a small MILP",
-    parameters: [
-        INFO[0], INFO[1], INFO[2], INFO[3], INFO[4], INFO[5], INFO[6], INFO[7], INFO[8], INFO[9],
-    ],
+    parameters: INFO,
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(EdfHier::new),
 }
 

@@ -271,13 +271,7 @@ fn gang(view: &View<'_>, task: &Task, end: &mut [f64]) -> Option<Decision> {
 gpu_agent_plugin_api::export_policy! {
     name: "edl",
     description: "energy-aware per-task clocks under deadlines (EDL theta-readjustment; edf-bf, edf-wf, lpt-ff, bin-pack)",
-    parameters: [
-        params::PARAMETERS[0],
-        params::PARAMETERS[1],
-        params::PARAMETERS[2],
-        params::PARAMETERS[3],
-        params::PARAMETERS[4],
-    ],
+    parameters: params::PARAMETERS,
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(Edl::new),
 }
 

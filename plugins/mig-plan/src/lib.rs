@@ -268,16 +268,7 @@ impl PolicyImpl for MigPlan {
 gpu_agent_plugin_api::export_policy! {
     name: "mig-plan",
     description: "MIG layouts planned from each application's observed demand; greedy earliest finish time between plans",
-    parameters: [
-        params::PARAMETERS[0],
-        params::PARAMETERS[1],
-        params::PARAMETERS[2],
-        params::PARAMETERS[3],
-        params::PARAMETERS[4],
-        params::PARAMETERS[5],
-        params::PARAMETERS[6],
-        params::PARAMETERS[7],
-    ],
+    parameters: params::PARAMETERS,
     new: |params: &[Param]| Params::parse(params).map(MigPlan::new),
 }
 

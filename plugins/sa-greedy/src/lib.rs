@@ -193,16 +193,7 @@ impl PolicyImpl for SaGreedy {
 gpu_agent_plugin_api::export_policy! {
     name: "sa-greedy",
     description: "simulated annealing over task orders, greedy earliest-finish assignment",
-    parameters: [
-        params::PARAMETERS[0],
-        params::PARAMETERS[1],
-        params::PARAMETERS[2],
-        params::PARAMETERS[3],
-        params::PARAMETERS[4],
-        params::PARAMETERS[5],
-        params::PARAMETERS[6],
-        params::PARAMETERS[7],
-    ],
+    parameters: params::PARAMETERS,
     new: |params: &[gpu_agent_plugin_api::Param]| Params::parse(params).map(SaGreedy::new),
 }
 

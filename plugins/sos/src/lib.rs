@@ -404,7 +404,7 @@ impl PolicyImpl for SosPolicy {
 gpu_agent_plugin_api::export_policy! {
     name: "sos",
     description: "stochastic online scheduling: alpha-point WSPT virtual schedules on unrelated devices",
-    parameters: [INFO[0], INFO[1], INFO[2], INFO[3]],
+    parameters: INFO,
     new: |params: &[Param]| SosPolicy::from_params(params),
 }
 
