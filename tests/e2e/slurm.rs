@@ -251,14 +251,14 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             .unwrap_or_else(|e| panic!("run {program}: {e}"))
     }
 
-    /// Submits a job that holds its GPUs until [`Slurm::finish`] (60 s at
-    /// most); returns its id.
+    /// Submits a job that holds its GPUs until [`Slurm::finish`] or
+    /// [`Slurm::fail`] (180 s at most); returns its id.
     fn sbatch(&self, args: &[&str]) -> u32 {
         let script = self.dir.path().join("job.sh");
         fs::write(
             &script,
             format!(
-                "#!/bin/sh\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\n",
+                "#!/bin/sh\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\nexit $(cat {dir}/go-$SLURM_JOB_ID)\n",
                 dir = self.dir.path().display()
             ),
         )
@@ -280,9 +280,15 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             .expect("sbatch --parsable prints the job id")
     }
 
-    /// Lets job `id` end.
+    /// Lets job `id` end (exit status 0).
     fn finish(&self, id: u32) {
-        fs::write(self.dir.path().join(format!("go-{id}")), "").expect("write the go file");
+        self.fail(id, 0);
+    }
+
+    /// Lets job `id` end with exit status `code`.
+    fn fail(&self, id: u32, code: u8) {
+        fs::write(self.dir.path().join(format!("go-{id}")), code.to_string())
+            .expect("write the go file");
     }
 
     /// `scontrol show job ID`.
@@ -294,7 +300,12 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
     /// Waits until job `id` is in `state` (and its epilog is done: not
     /// COMPLETING); returns `scontrol show job`.
     fn wait_job(&self, id: u32, state: &str) -> String {
-        wait_for(&format!("job {id} to be {state}"), LIMIT, || {
+        self.wait_job_for(id, state, LIMIT)
+    }
+
+    /// [`Slurm::wait_job`], at most `limit`.
+    fn wait_job_for(&self, id: u32, state: &str, limit: Duration) -> String {
+        wait_for(&format!("job {id} to be {state}"), limit, || {
             let job = self.show_job(id);
             (field(&job, "JobState").as_deref() == Some(state)
                 && !self.node_state().contains("COMPLETING"))
@@ -528,4 +539,71 @@ fn slurm_jobs_run_at_the_agents_clocks_and_never_fail_for_it() {
             took_ms(&log, "epilog", job)
         );
     }
+}
+
+/// How long a `--time=1` job may take to be killed: its minute, and
+/// slurmctld checks time limits every 30 s.
+const TIME_LIMIT_KILL: Duration = Duration::from_secs(150);
+
+#[test]
+fn slurm_jobs_end_is_recorded_as_slurm_ended_them() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let d = adopt_daemon_with("", 1.0);
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    let slurm = Slurm::start(2, &env_file);
+    let app = "--comment=gpu-agent:app=BlackScholes";
+
+    // A time-limit kill on one GPU while the others end on the other.
+    let timed_out = slurm.sbatch(&["--gres=gpu:1", "--time=1", app]);
+    let timed_out_task = adopted(&d, timed_out);
+
+    let cancelled = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let task = adopted(&d, cancelled);
+    let out = slurm.run("scancel", &[&cancelled.to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    slurm.wait_job(cancelled, "CANCELLED");
+    let ended = d.wait_state(&task.id, TaskStatus::Cancelled, LIMIT);
+    assert!(ended.energy_j.is_some(), "{ended:?}");
+
+    let failed = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let task = adopted(&d, failed);
+    slurm.fail(failed, 3);
+    let done = slurm.wait_job(failed, "FAILED");
+    assert_eq!(field(&done, "ExitCode").as_deref(), Some("3:0"), "{done}");
+    d.wait_state(&task.id, TaskStatus::Failed, LIMIT);
+
+    let completed = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let task = adopted(&d, completed);
+    slurm.finish(completed);
+    slurm.wait_job(completed, "COMPLETED");
+    d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+
+    slurm.wait_job_for(timed_out, "TIMEOUT", TIME_LIMIT_KILL);
+    let ended = d.wait_state(&timed_out_task.id, TaskStatus::Failed, LIMIT);
+    assert_eq!(ended.reason.as_deref(), Some("timeout"), "{ended:?}");
+
+    let log = slurm.slurmd_log();
+    for (job, end) in [
+        (cancelled, "cancelled"),
+        (failed, "failed"),
+        (completed, "completed"),
+        (timed_out, "timeout"),
+    ] {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&format!("slurm epilog job {job}: gpu-agent task")))
+            .unwrap_or_else(|| panic!("job {job}'s epilog line in {log}"));
+        assert!(line.contains(&format!(" end={end} (")), "{line}");
+        eprintln!("{line}");
+    }
+    assert!(
+        !slurm.node_state().contains("DRAIN"),
+        "{}",
+        slurm.node_state()
+    );
 }
