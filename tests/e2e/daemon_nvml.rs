@@ -303,3 +303,28 @@ fn daemon_nvml_a_clock_reset_taking_a_minute_does_not_stop_the_daemon() {
         (!core_locked(&d, 0)).then_some(())
     });
 }
+
+/// A caller without the capability the driver checks (`deny-writes`: every
+/// write NO_PERMISSION): a MIG change fails naming the refusal, and the GPU
+/// keeps its layout.
+#[test]
+fn daemon_nvml_a_mig_change_refused_permission_fails_and_changes_nothing() {
+    let d = Daemon::start_with(Settings {
+        host: Some(A100.into()),
+        ..nvml()
+    });
+    d.nvml_control("deny-writes");
+    assert_eq!(
+        apply(&d, &plan("\"3g.20gb\": 2"), Dict::new()).unwrap(),
+        [0]
+    );
+    let l = settled(&d, 0);
+    assert_eq!(l.state, "failed", "{}", l.message);
+    assert!(
+        l.message
+            .contains("nvmlDeviceSetMigMode: permission denied"),
+        "{}",
+        l.message
+    );
+    assert!(!l.enabled && l.instances.is_empty(), "{l:?}");
+}
