@@ -6,12 +6,11 @@
 //!
 //! Every call must be answered within [`ANSWER_LIMIT`], either with success
 //! or with a documented error name (`org.gpuagent.Agent1.Error.*` or one of
-//! the standard `org.freedesktop.DBus.Error.*`). The one exception is the
-//! standard interfaces zbus itself serves (`Introspectable`, `Peer`,
-//! `Properties`, `ObjectManager`): given arguments of the wrong types they
-//! answer zbus's own `org.freedesktop.zbus.Error`, and zbus 5 keeps two of
-//! them private, so the agent cannot check their arguments first as it does
-//! its own interfaces' (`gpu_agent_dbus::strict`); those answers are counted
+//! the standard `org.freedesktop.DBus.Error.*`); `Properties` and
+//! `ObjectManager` too, which the agent serves strictly
+//! (`gpu_agent_dbus::strict`). The one exception is the two standard
+//! interfaces zbus keeps private in zbus 5 (`Introspectable`, `Peer`): should
+//! they answer zbus's own `org.freedesktop.zbus.Error`, that is counted
 //! apart. The daemon must outlive
 //! the run, stop on SIGTERM with status 0, and, restarted after a kill -9,
 //! still hold every task whose `Submit` was answered with an id.
@@ -458,15 +457,19 @@ enum Outcome {
     Named(String),
     /// An error name the API does not document.
     Unnamed(String, String),
-    /// zbus's own error, from an interface zbus serves (see the module
-    /// documentation).
+    /// zbus's own error, from an interface only zbus serves (see the
+    /// module documentation).
     Zbus,
     /// No answer within [`ANSWER_LIMIT`], or the connection broke.
     Lost(String),
 }
 
 fn send(d: &Daemon, call: &Call) -> Outcome {
-    let zbus_serves = call.interface.starts_with("org.freedesktop.DBus.");
+    let zbus_serves = [
+        "org.freedesktop.DBus.Introspectable",
+        "org.freedesktop.DBus.Peer",
+    ]
+    .contains(&call.interface.as_str());
     let conn = d.conn().clone();
     let mut body = StructureBuilder::new();
     for arg in &call.args {

@@ -226,6 +226,98 @@ fn daemon_startup_wrong_arguments_are_invalid_args() {
     }
 }
 
+/// The standard interfaces the agent can serve strictly answer wrong
+/// arguments by name too: `ObjectManager`, and `Properties` at the agent,
+/// at each GPU and at each MIG instance a layout change adds (zbus's own
+/// answered `org.freedesktop.zbus.Error`).
+#[test]
+fn daemon_startup_standard_interfaces_answer_wrong_arguments_invalid_args() {
+    let d = Daemon::start();
+    // GPU 0 (an A100) split in two: two new device objects.
+    let split = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      \
+                 mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}\n";
+    let proxy = d.proxy();
+    let changing = d
+        .block_on(proxy.apply_mig_config(split, "", Default::default()))
+        .expect("ApplyMigConfig");
+    assert_eq!(changing, [0]);
+    crate::daemon::wait_for("GPU 0 split", Duration::from_secs(30), || {
+        (d.mig_layout(0).state == "stable").then_some(())
+    });
+    let instance = gpu_agent_dbus::mig_device_path(0, 4);
+    let gpu = gpu_agent_dbus::device_path(1);
+    let call =
+        |path: &str, interface: &str, member: &str, body: zbus::zvariant::Structure<'static>| {
+            let (conn, path, interface, member) = (
+                d.conn().clone(),
+                path.to_string(),
+                interface.to_string(),
+                member.to_string(),
+            );
+            d.block_on(async move {
+                conn.call_method(
+                    Some(AGENT[0]),
+                    path.as_str(),
+                    Some(interface.as_str()),
+                    member.as_str(),
+                    &body,
+                )
+                .await
+            })
+        };
+    let body = |fields: Vec<zbus::zvariant::Value<'static>>| {
+        fields
+            .into_iter()
+            .fold(zbus::zvariant::StructureBuilder::new(), |b, f| {
+                b.append_field(f)
+            })
+            .build()
+            .expect("a body")
+    };
+    let invalid = |got: zbus::Result<zbus::message::Message>, message: &str| {
+        assert_eq!(
+            crate::daemon::dbus_error(got),
+            (
+                "org.freedesktop.DBus.Error.InvalidArgs".to_string(),
+                message.to_string()
+            )
+        );
+    };
+    const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+    for path in [AGENT[1], gpu.as_str(), instance.as_str()] {
+        let got = call(
+            path,
+            PROPERTIES,
+            "Get",
+            body(vec![AGENT[2].into(), 5u32.into()]),
+        );
+        invalid(got, "expected (ss), got (su)");
+        let got = call(path, PROPERTIES, "GetAll", body(vec!["x".into()]));
+        invalid(
+            got,
+            "\"x\" is not an interface name: Invalid interface name. See \
+             https://dbus.freedesktop.org/doc/dbus-specification.html#message-protocol-names-interface",
+        );
+    }
+    let got = call(
+        AGENT[1],
+        "org.freedesktop.DBus.ObjectManager",
+        "GetManagedObjects",
+        body(vec![1u32.into()]),
+    );
+    invalid(got, "expected (), got (u)");
+    // Right arguments still work, at the new instance too.
+    let got = call(
+        &instance,
+        PROPERTIES,
+        "Get",
+        body(vec!["org.gpuagent.Device1".into(), "MigProfile".into()]),
+    )
+    .expect("Get");
+    let value: zbus::zvariant::OwnedValue = got.body().deserialize().expect("a variant");
+    assert_eq!(String::try_from(value).unwrap(), "3g.20gb");
+}
+
 /// The systemd watchdog is pinged only while the engine thread answers its
 /// heartbeat: a hung engine (a test hook parks it) stops the pings, so
 /// systemd would restart the daemon.

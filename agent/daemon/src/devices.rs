@@ -12,7 +12,7 @@ use super::layout::Target;
 use super::states::Health;
 use gpu_agent_backend::{ClockDomain, GpuBackend};
 use gpu_agent_core::host::{DeviceSpec, Partition};
-use gpu_agent_dbus::{device_path, mig_device_path, DeviceStatus};
+use gpu_agent_dbus::{device_path, mig_device_path, serve_strict_properties, DeviceStatus};
 
 /// One device object; its readings are refreshed by the sampler.
 pub struct DeviceObject {
@@ -254,6 +254,7 @@ pub async fn serve(
     conn.object_server()
         .at(path.as_str(), DeviceObject { status })
         .await?;
+    serve_strict_properties(conn.object_server(), &path).await?;
     let object = conn
         .object_server()
         .interface::<_, DeviceObject>(path.as_str())

@@ -46,7 +46,7 @@ use gpu_agent_core::{
     catalogue,
     host::{DeviceSpec, Partition},
 };
-use gpu_agent_dbus::{parameters_to_dict, Strict, AGENT_PATH, BUS_NAME};
+use gpu_agent_dbus::{parameters_to_dict, serve_strict_properties, Strict, AGENT_PATH, BUS_NAME};
 use gpu_agent_input::InputError;
 use gpu_agent_loader::{PluginError, Registry};
 use layout::Target;
@@ -270,7 +270,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     .map_err(bus_error)?;
     let mut builder = builder
         .serve_at(AGENT_PATH, Strict::new(agent))
-        .and_then(|b| b.serve_at(AGENT_PATH, ObjectManager))
+        .and_then(|b| b.serve_at(AGENT_PATH, Strict::new(ObjectManager)))
         .map_err(bus_error)?;
     if let Some(mock) = &mock {
         let control = health::MockControl::new(
@@ -290,12 +290,15 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
                 .map_err(bus_error)?;
         }
     }
-    let conn = builder
-        .name(BUS_NAME)
-        .map_err(bus_error)?
-        .build()
-        .await
-        .map_err(bus_error)?;
+    let conn = builder.build().await.map_err(bus_error)?;
+    // Before the name is taken: no client sees the swap.
+    let paths = devices.iter().filter_map(devices::object_path);
+    for path in std::iter::once(AGENT_PATH.to_string()).chain(paths) {
+        serve_strict_properties(conn.object_server(), &path)
+            .await
+            .map_err(bus_error)?;
+    }
+    conn.request_name(BUS_NAME).await.map_err(bus_error)?;
     // The name is ours: no other daemon runs on this bus. Only now may tasks start.
     let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
     let engine_thread = Engine::start(

@@ -24,7 +24,7 @@ pub use params::{
     check_parameters, describe_parameter, given_parameters, parameters_to_dict, ParamValue,
     PolicyDescription,
 };
-pub use strict::Strict;
+pub use strict::{serve_strict_properties, Strict};
 pub use task::{
     Dict, SubmitSpec, TaskClocks, TaskInfo, TaskStatus, TaskWait, ARG_MAX_LEN,
     CLIENT_TOKEN_MAX_LEN, CLIENT_TOKEN_RETENTION_S, COMMAND_MAX_LEN, DEFAULT_WORKLOAD,

@@ -11,6 +11,20 @@
 //! signatures of the interface's own introspection, so the methods themselves
 //! take plain types.
 //!
+//! The standard interfaces zbus serves with every object answer such calls
+//! with `org.freedesktop.zbus.Error` too. Two of them are public in zbus 5
+//! (`fdo::Properties`, `fdo::ObjectManager`) and are served strictly here:
+//! the object manager as `Strict<ObjectManager>`, and each object's
+//! `Properties` replaced by a strict one ([`serve_strict_properties`]), which
+//! also refuses an interface name that is not one. `Introspectable` and
+//! `Peer` are crate-private in zbus 5 (`pub(crate) struct` in its
+//! `fdo/introspectable.rs` and `fdo/peer.rs`, 5.19), so they cannot be
+//! wrapped: zbus reads no argument of their methods, so they take any
+//! (`Introspect` with an argument is answered), and the nodes zbus adds
+//! between objects (a path's parents, which hold only the standard
+//! interfaces) keep zbus's `Properties`, which removing would take away
+//! with the node.
+//!
 //! zbus calls its `Interface` trait unstable across minor versions (5.15
 //! changed it); [`Strict`] only delegates, except for the check, so such a
 //! change fails to build here rather than misbehaving at run time.
@@ -23,6 +37,7 @@ use async_trait::async_trait;
 use zbus::message::{Header, Message};
 use zbus::names::{InterfaceName, MemberName};
 use zbus::object_server::{DispatchResult2, Interface, SignalEmitter};
+use zbus::zvariant::Structure;
 use zbus::zvariant::{OwnedValue, Value};
 use zbus::{fdo, Connection, ObjectServer};
 use zbus_xml::{ArgDirection, Node};
@@ -47,9 +62,39 @@ impl<I: Interface> Strict<I> {
     fn mismatch(&self, member: &str, msg: &Message) -> Option<fdo::Error> {
         let expected = self.inputs.get(member)?;
         let got = msg.body().signature().to_string_no_parens();
-        (got != *expected)
-            .then(|| fdo::Error::InvalidArgs(format!("expected ({expected}), got ({got})")))
+        if got != *expected {
+            return Some(fdo::Error::InvalidArgs(format!(
+                "expected ({expected}), got ({got})"
+            )));
+        }
+        (I::name() == fdo::Properties::name())
+            .then(|| bad_interface_name(msg))
+            .flatten()
     }
+}
+
+/// A `Properties` call's error when its first argument, an interface's
+/// name, is not one (zbus would answer `org.freedesktop.zbus.Error` reading
+/// it).
+fn bad_interface_name(msg: &Message) -> Option<fdo::Error> {
+    let body = msg.body();
+    let fields: Structure<'_> = body.deserialize().ok()?;
+    let name = <&str>::try_from(fields.fields().first()?).ok()?;
+    InterfaceName::try_from(name)
+        .err()
+        .map(|e| fdo::Error::InvalidArgs(format!("{name:?} is not an interface name: {e}")))
+}
+
+/// Serves object `path`'s `org.freedesktop.DBus.Properties` strictly, in
+/// place of the one zbus adds to every object (see the module
+/// documentation). `path` must hold an interface of its own: a path with
+/// only the standard interfaces is no object, and would go with them.
+/// Its object manager, if any, announces the swap (`InterfacesRemoved` and
+/// `InterfacesAdded` of `Properties` alone).
+pub async fn serve_strict_properties(server: &ObjectServer, path: &str) -> zbus::Result<()> {
+    server.remove::<fdo::Properties, _>(path).await?;
+    server.at(path, Strict::new(fdo::Properties)).await?;
+    Ok(())
 }
 
 /// The input signature of every method `iface` introspects.
@@ -197,6 +242,61 @@ mod tests {
         async fn level(&self) -> u32 {
             0
         }
+    }
+
+    #[test]
+    fn zbus_s_properties_and_object_manager_introspect_their_inputs() {
+        let expected = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(m, s)| (m.to_string(), s.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            input_signatures(&fdo::Properties),
+            expected(&[("Get", "ss"), ("Set", "ssv"), ("GetAll", "s")])
+        );
+        assert_eq!(
+            input_signatures(&fdo::ObjectManager),
+            expected(&[("GetManagedObjects", "")])
+        );
+    }
+
+    #[test]
+    fn a_properties_call_naming_no_interface_is_refused_by_name() {
+        let get = |body: &(&str, &str)| {
+            Message::method_call("/org/gpuagent/Agent1", "Get")
+                .unwrap()
+                .interface("org.freedesktop.DBus.Properties")
+                .unwrap()
+                .build(body)
+                .unwrap()
+        };
+        let get_all = |name: &str| {
+            Message::method_call("/org/gpuagent/Agent1", "GetAll")
+                .unwrap()
+                .interface("org.freedesktop.DBus.Properties")
+                .unwrap()
+                .build(&(name,))
+                .unwrap()
+        };
+        assert!(bad_interface_name(&get(&("org.gpuagent.Device1", "Name"))).is_none());
+        assert!(bad_interface_name(&get_all("x.y")).is_none());
+        for name in ["x", "", "1.2", "a..b"] {
+            match bad_interface_name(&get_all(name)) {
+                Some(fdo::Error::InvalidArgs(m)) => {
+                    assert!(
+                        m.starts_with(&format!("{name:?} is not an interface name")),
+                        "{m}"
+                    )
+                }
+                other => panic!("{name:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            bad_interface_name(&get(&("Device1", "Name"))),
+            Some(fdo::Error::InvalidArgs(_))
+        ));
     }
 
     #[test]
