@@ -233,7 +233,8 @@ fn daemon_adopt_survives_a_kill_9_with_its_clocks_locked_again() {
     let long = d.submit(&spec(1e6, 1.0, 1e7, 1.0)).expect("Submit");
     let ran = d.wait_state(&long, TaskStatus::Running, LIMIT);
     assert_ne!(ran.devices, [1]);
-    // The epilog's Release still works, and a stop releases what is left.
+    // The epilog's Release still works, and a stop keeps what is left
+    // adopted, clocks locked again at the next start.
     release(&d, &id).expect("Release");
     wait_for("GPU 1 unlocked", LIMIT, || {
         (!shows(&d, 1, clocks.core_mhz)).then_some(())
@@ -242,11 +243,21 @@ fn daemon_adopt_survives_a_kill_9_with_its_clocks_locked_again() {
     d.terminate();
     d.restart();
     let after = d.task(&second);
-    assert_eq!(after.state, TaskStatus::Succeeded, "{after:?}");
-    assert_eq!(
-        after.reason.as_deref(),
-        Some("released: gpu-agentd stopped")
+    assert_eq!(after.state, TaskStatus::Running, "{after:?}");
+    wait_for("GPU 1 locked again after the stop", LIMIT, || {
+        shows(&d, 1, clocks.core_mhz).then_some(())
+    });
+    assert!(
+        d.stderr().contains(&format!(
+            "task {second} (slurm:78) stays adopted across the stop"
+        )),
+        "{}",
+        d.stderr()
     );
+    release(&d, &second).expect("Release");
+    let released = d.task(&second);
+    assert_eq!(released.state, TaskStatus::Succeeded, "{released:?}");
+    assert!(released.energy_j.is_some(), "{released:?}");
 }
 
 #[test]
@@ -408,4 +419,41 @@ fn daemon_adopt_release_records_how_the_job_ended() {
     assert_eq!(ended(&id), (TaskStatus::Cancelled, None));
     let bad = gpuctl(&d, &["release", &id, "--end", "oom"]);
     assert!(!bad.status.success());
+}
+
+#[test]
+fn daemon_adopt_lease_ends_an_adoption_slurm_cannot_be_asked_about() {
+    // Slurm cannot be asked (the check command fails): each adoption lasts
+    // until its deadline plus lease_grace_s.
+    let d = adopt_daemon_with(
+        "[slurm]\ncheck_command = [\"false\"]\ncheck_interval_s = 1\nlease_grace_s = 1\n",
+        Settings::default().time_scale,
+    );
+    let short = AdoptSpec {
+        deadline: now() + 2.0,
+        ..job(&[0], "slurm:41", "BlackScholes")
+    };
+    let long = job(&[1], "slurm:42", "BlackScholes");
+    let short_id = adopt(&d, &short).expect("Adopt");
+    let long_id = adopt(&d, &long).expect("Adopt");
+    let ended = d.wait_state(&short_id, TaskStatus::Lost, LIMIT);
+    assert_eq!(
+        ended.reason.as_deref(),
+        Some("lease ended: its deadline plus lease_grace_s (1 s) passed and Slurm cannot be asked")
+    );
+    assert!(ended.finished.unwrap() >= short.deadline + 1.0, "{ended:?}");
+    assert_eq!(d.task(&long_id).state, TaskStatus::Running);
+    let log = d.stderr();
+    assert!(
+        log.contains(
+            "cannot ask Slurm whether the adopted jobs still run: false: failed with no message"
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("task {short_id}: released as lost; lease ended")),
+        "{log}"
+    );
+    // Its GPU takes an adoption again.
+    adopt(&d, &job(&[0], "slurm:43", "BlackScholes")).expect("Adopt");
 }

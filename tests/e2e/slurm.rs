@@ -4,7 +4,10 @@
 //! While a job runs its GPU shows the clocks the agent chose; after it,
 //! default clocks again and its energy in the agent's task (named in the
 //! job's AdminComment); two jobs run at once on two GPUs; a job whose prolog
-//! cannot reach the agent still runs to completion, the reason in the log.
+//! cannot reach the agent still runs to completion, the reason in the log;
+//! scancel, a time-limit kill and a failure are recorded as such; an
+//! adoption whose epilog never reached the agent (gpu-agentd killed, or the
+//! bus wrong for the epilog alone) ends when Slurm says its job ended.
 //!
 //! Needs root (slurmd runs prologs as root) and the Slurm and munge
 //! programs (`.ci/run` installs them); without them the test says
@@ -32,13 +35,14 @@ use crate::harness::artefacts;
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// The programs the test runs besides the project's own.
-const TOOLS: [&str; 7] = [
+const TOOLS: [&str; 8] = [
     "munged",
     "slurmctld",
     "slurmd",
     "sbatch",
     "scontrol",
     "scancel",
+    "squeue",
     "dbus-daemon",
 ];
 
@@ -599,6 +603,150 @@ fn slurm_jobs_end_is_recorded_as_slurm_ended_them() {
             .find(|l| l.contains(&format!("slurm epilog job {job}: gpu-agent task")))
             .unwrap_or_else(|| panic!("job {job}'s epilog line in {log}"));
         assert!(line.contains(&format!(" end={end} (")), "{line}");
+        eprintln!("{line}");
+    }
+    assert!(
+        !slurm.node_state().contains("DRAIN"),
+        "{}",
+        slurm.node_state()
+    );
+}
+
+/// `[slurm]` settings that ask the test's cluster, through a wrapper in
+/// `dir` written once the cluster runs ([`write_check_wrapper`]); until
+/// then every check fails (Slurm cannot be asked). No periodic check
+/// within the test: only the one at start and those before an `Adopt`.
+fn check_settings(dir: &Path) -> String {
+    format!(
+        "[slurm]\ncheck_command = [{:?}, \"{{jobs}}\"]\ncheck_interval_s = 3600\n",
+        dir.join("squeue").display().to_string()
+    )
+}
+
+/// The check command of [`check_settings`]: the default one, on `slurm`.
+fn write_check_wrapper(dir: &Path, slurm: &Slurm) {
+    let wrapper = dir.join("squeue");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nSLURM_CONF={} exec {} --noheader --states=all --format='%A %T' --jobs=\"$1\"\n",
+            slurm.dir.path().join("slurm.conf").display(),
+            which("squeue").expect("squeue").display()
+        ),
+    )
+    .expect("write the squeue wrapper");
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn slurm_adoption_ends_with_its_job_when_the_epilog_never_reached_the_agent() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let settings = tempfile::tempdir().expect("temp dir");
+    let mut d = adopt_daemon_with(&check_settings(settings.path()), 1.0);
+    let idle = core_clock(&d, 0);
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    // One GPU: the next job gets the GPU the dead job's adoption held.
+    let slurm = Slurm::start(1, &env_file);
+    write_check_wrapper(settings.path(), &slurm);
+    let app = "--comment=gpu-agent:app=BlackScholes";
+
+    // kill -9 during a job; the job ends; its epilog cannot reach the agent.
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=1", app]);
+    let task = adopted(&d, job);
+    let mhz = task.clocks.as_ref().expect("clocks").core_mhz;
+    wait_for("the job's clocks", LIMIT, || {
+        shows(&d, 0, mhz).then_some(())
+    });
+    d.kill9();
+    slurm.finish(job);
+    slurm.wait_job(job, "COMPLETED");
+    let log = slurm.slurmd_log();
+    assert!(
+        log.contains(&format!("slurm epilog job {job}: cannot reach gpu-agentd")),
+        "{log}"
+    );
+    // The restart asks Slurm, which says the job ended: released.
+    d.restart();
+    let ended = d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+    assert_eq!(
+        ended.reason,
+        Some(format!("completed: Slurm says job {job} ended")),
+        "{ended:?}"
+    );
+    wait_for("the GPU at default clocks", LIMIT, || {
+        (core_clock(&d, 0) == idle).then_some(())
+    });
+    let line = d
+        .stderr()
+        .lines()
+        .find(|l| l.contains(&format!("task {} (slurm:{job}): released", task.id)))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("the release in the log: {}", d.stderr()));
+    eprintln!("{line}");
+
+    // The next job on that GPU: its own adoption, clocks and energy.
+    let next = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let next_task = adopted(&d, next);
+    assert_eq!(next_task.devices, [0]);
+    let mhz = next_task.clocks.as_ref().expect("clocks").core_mhz;
+    wait_for("the next job's clocks", LIMIT, || {
+        shows(&d, 0, mhz).then_some(())
+    });
+
+    // A SIGTERM stop and start during it: still adopted, clocks locked again.
+    d.terminate();
+    d.restart();
+    let kept = d.task(&next_task.id);
+    assert_eq!(kept.state, TaskStatus::Running, "{kept:?}");
+    wait_for("its clocks locked again", LIMIT, || {
+        shows(&d, 0, mhz).then_some(())
+    });
+    slurm.finish(next);
+    slurm.wait_job(next, "COMPLETED");
+    let done = d.wait_state(&next_task.id, TaskStatus::Succeeded, LIMIT);
+    assert!(done.energy_j.is_some_and(|j| j > 0.0), "{done:?}");
+
+    // A job whose epilog alone cannot reach the agent: the next job's
+    // adopt finds the GPU held, asks Slurm, and the GPU is its own.
+    let third = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let third_task = adopted(&d, third);
+    let nowhere = format!("unix:path={}", settings.path().join("no-bus").display());
+    write_env(&env_file, &nowhere);
+    slurm.finish(third);
+    slurm.wait_job(third, "COMPLETED");
+    assert!(
+        slurm.slurmd_log().contains(&format!(
+            "slurm epilog job {third}: cannot reach gpu-agentd"
+        )),
+        "{}",
+        slurm.slurmd_log()
+    );
+    assert_eq!(d.task(&third_task.id).state, TaskStatus::Running);
+    write_env(&env_file, d.address());
+    let fourth = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let fourth_task = adopted(&d, fourth);
+    assert_eq!(fourth_task.devices, [0]);
+    let ended = d.task(&third_task.id);
+    assert_eq!(ended.state, TaskStatus::Succeeded, "{ended:?}");
+    assert_eq!(
+        ended.reason,
+        Some(format!("completed: Slurm says job {third} ended"))
+    );
+    let log = d.stderr();
+    assert!(
+        log.contains(&format!(
+            "slurm:{fourth}: its GPUs [0] are adopted for Slurm job(s) [{third}]; asking Slurm"
+        )),
+        "{log}"
+    );
+    slurm.finish(fourth);
+    slurm.wait_job(fourth, "COMPLETED");
+    d.wait_state(&fourth_task.id, TaskStatus::Succeeded, LIMIT);
+    for line in log.lines().filter(|l| l.contains("Slurm")) {
         eprintln!("{line}");
     }
     assert!(

@@ -158,6 +158,67 @@ pub struct Config {
     pub policies: BTreeMap<String, Vec<Setting>>,
     /// The `[mig]` table: how the agent changes MIG layouts.
     pub mig: MigSettings,
+    /// The `[slurm]` table: how adopted Slurm jobs are checked with Slurm.
+    pub slurm: SlurmSettings,
+}
+
+/// The `[slurm]` table (docs/slurm.md, "When the epilog never reaches the
+/// agent").
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlurmSettings {
+    /// The command that says which of the adopted jobs Slurm still runs;
+    /// `{jobs}` in an argument is replaced by their ids, comma-separated.
+    /// It prints `JOBID STATE` lines (squeue's `%A %T`).
+    pub check_command: Vec<String>,
+    /// How often the adopted jobs are checked (and once at start).
+    pub check_interval_s: Seconds,
+    /// How long one check may take before it counts as Slurm not answering.
+    pub check_timeout_s: Seconds,
+    /// How long past its deadline an adoption lasts while Slurm cannot be
+    /// asked (or for an adoption that is not a Slurm job's).
+    pub lease_grace_s: Seconds,
+}
+
+impl Default for SlurmSettings {
+    fn default() -> Self {
+        SlurmSettings {
+            check_command: [
+                "squeue",
+                "--noheader",
+                "--states=all",
+                "--format=%A %T",
+                "--jobs={jobs}",
+            ]
+            .map(String::from)
+            .to_vec(),
+            check_interval_s: Seconds(Duration::from_secs(60)),
+            check_timeout_s: Seconds(Duration::from_secs(10)),
+            lease_grace_s: Seconds(Duration::from_secs(600)),
+        }
+    }
+}
+
+/// The most seconds between two checks of the adopted jobs (a day).
+const MAX_CHECK_INTERVAL_S: f64 = 86_400.0;
+
+/// A check's interval or timeout: from 1 s to a day.
+fn check_seconds(x: f64) -> Result<Seconds, String> {
+    if (1.0..=MAX_CHECK_INTERVAL_S).contains(&x) {
+        Seconds::new(x)
+    } else {
+        Err(format!(
+            "expected seconds from 1 to {MAX_CHECK_INTERVAL_S}, got {x}"
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlurm {
+    check_command: Option<Spanned<Vec<String>>>,
+    check_interval_s: Option<Spanned<f64>>,
+    check_timeout_s: Option<Spanned<f64>>,
+    lease_grace_s: Option<Spanned<f64>>,
 }
 
 /// The `[mig]` table (docs/mig.md §6.3, §6.4).
@@ -218,6 +279,7 @@ impl Default for Config {
             metrics_listen: None,
             policies: BTreeMap::new(),
             mig: MigSettings::default(),
+            slurm: SlurmSettings::default(),
         }
     }
 }
@@ -239,6 +301,7 @@ struct RawConfig {
     metrics_listen: Option<Spanned<String>>,
     policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
     mig: Option<RawMig>,
+    slurm: Option<RawSlurm>,
 }
 
 /// Settings given on `gpu-agentd`'s command line; they override the file's.
@@ -372,7 +435,7 @@ impl Config {
     /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop`,
     /// `cancel_grace_s`, `idle_clocks` and `policy_budget_ms` take effect at
     /// `Reload`; the budget for the policies built from then on.)
-    pub const START_ONLY_KEYS: [&'static str; 8] = [
+    pub const START_ONLY_KEYS: [&'static str; 9] = [
         "policy",
         "state_dir",
         "mock",
@@ -381,6 +444,7 @@ impl Config {
         "apps",
         "metrics_listen",
         "mig",
+        "slurm",
     ];
 
     /// The keys of [`Config::START_ONLY_KEYS`] whose values differ in `other`.
@@ -394,6 +458,7 @@ impl Config {
             self.apps != other.apps,
             self.metrics_listen != other.metrics_listen,
             self.mig != other.mig,
+            self.slurm != other.slurm,
         ];
         Config::START_ONLY_KEYS
             .into_iter()
@@ -535,6 +600,53 @@ impl Config {
                 allow_policy: m.allow_policy.unwrap_or(d.mig.allow_policy),
                 reset_command: m.reset_command.unwrap_or(d.mig.reset_command),
             }),
+            slurm: match raw.slurm {
+                None => d.slurm,
+                Some(r) => {
+                    let ds = d.slurm;
+                    let check_command = match r.check_command {
+                        None => ds.check_command,
+                        Some(v) if v.get_ref().is_empty() => {
+                            return Err(InputError::at(
+                                path,
+                                Some(line_of(text, v.span().start)),
+                                Some("slurm.check_command".into()),
+                                "expected a program and its arguments, got an empty list",
+                            ))
+                        }
+                        Some(v) => v.into_inner(),
+                    };
+                    let seconds = |v: Option<Spanned<f64>>,
+                                   key: &str,
+                                   check: fn(f64) -> Result<Seconds, String>,
+                                   default: Seconds| {
+                        v.map(|v| typed(file, v, &format!("slurm.{key}"), check))
+                            .transpose()
+                            .map(|s| s.unwrap_or(default))
+                    };
+                    SlurmSettings {
+                        check_command,
+                        check_interval_s: seconds(
+                            r.check_interval_s,
+                            "check_interval_s",
+                            check_seconds,
+                            ds.check_interval_s,
+                        )?,
+                        check_timeout_s: seconds(
+                            r.check_timeout_s,
+                            "check_timeout_s",
+                            check_seconds,
+                            ds.check_timeout_s,
+                        )?,
+                        lease_grace_s: seconds(
+                            r.lease_grace_s,
+                            "lease_grace_s",
+                            Seconds::new,
+                            ds.lease_grace_s,
+                        )?,
+                    }
+                }
+            },
         })
     }
 }
@@ -582,6 +694,7 @@ mod tests {
                 )]
                 .into(),
                 mig: MigSettings::default(),
+                slurm: SlurmSettings::default(),
             }
         );
         assert_eq!(
@@ -682,6 +795,10 @@ mod tests {
             mig: MigSettings {
                 allow_policy: true,
                 ..MigSettings::default()
+            },
+            slurm: SlurmSettings {
+                lease_grace_s: Seconds::new(1.0).unwrap(),
+                ..SlurmSettings::default()
             },
             ..Config::default()
         };
@@ -810,5 +927,42 @@ mod tests {
             err("\n\nidle_clocks = \"lowest\""),
             "agent.toml:3: idle_clocks: expected \"default\" or \"min\", got \"lowest\""
         );
+    }
+
+    #[test]
+    fn the_slurm_table_reads_and_each_bad_value_is_named() {
+        let c = Config::parse(
+            Path::new("a.toml"),
+            "[slurm]\ncheck_command = [\"jobs\", \"{jobs}\"]\ncheck_interval_s = 5\nlease_grace_s = 0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.slurm,
+            SlurmSettings {
+                check_command: vec!["jobs".into(), "{jobs}".into()],
+                check_interval_s: Seconds::new(5.0).unwrap(),
+                lease_grace_s: Seconds::new(0.0).unwrap(),
+                ..SlurmSettings::default()
+            }
+        );
+        let err = |text: &str| {
+            Config::parse(Path::new("a.toml"), text)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("[slurm]\ncheck_interval_s = 0.5\n"),
+            "a.toml:2: slurm.check_interval_s: expected seconds from 1 to 86400, got 0.5"
+        );
+        assert_eq!(
+            err("[slurm]\n\ncheck_timeout_s = 86401\n"),
+            "a.toml:3: slurm.check_timeout_s: expected seconds from 1 to 86400, got 86401"
+        );
+        assert!(err("[slurm]\nlease_grace_s = -1\n").starts_with("a.toml:2: slurm.lease_grace_s: "));
+        assert_eq!(
+            err("[slurm]\ncheck_command = []\n"),
+            "a.toml:2: slurm.check_command: expected a program and its arguments, got an empty list"
+        );
+        assert!(err("[slurm]\ninterval = 5\n").contains("interval"));
     }
 }

@@ -11,10 +11,13 @@
 //! lock path as a task's (`lifecycle::lock_clocks`), so `Release`, a stop and
 //! the restore after a crash put them back.
 //!
-//! After a crash, an adopted task whose deadline has not passed is kept
-//! adopted and its clocks are locked again (its job most likely still runs,
-//! and the scheduler's epilog will call `Release`); one whose deadline has
-//! passed is released then (its job cannot still run inside its time limit).
+//! A stop keeps adopted tasks (their clocks are reset with every control,
+//! their energy so far stored with them). After a stop or a crash, an
+//! adopted task whose deadline has not passed is kept adopted and its clocks
+//! are locked again (its job most likely still runs, and the scheduler's
+//! epilog will call `Release`; the Slurm check at start, `slurm.rs`, ends it
+//! if its job ended meanwhile); one whose deadline has passed is released
+//! then (its job cannot still run inside its time limit).
 //!
 //! ARCHITECTURE.md, invariant 21.
 
@@ -137,24 +140,49 @@ impl Engine {
         Ok(())
     }
 
-    /// Releases every adopted task (the daemon stops).
-    pub(super) fn release_all(&mut self, reason: &str, round: &mut Round) {
+    /// Keeps every adopted task as the daemon stops: its clocks reset (the
+    /// next start locks them again), its energy so far stored with it.
+    pub(super) fn keep_adopted_at_stop(&mut self, round: &mut Round) {
         let mut ids: Vec<String> = self.adopted.keys().cloned().collect();
         ids.sort();
         for id in ids {
-            self.end_adopted(&id, TaskStatus::Succeeded, Some(reason.to_string()), round);
+            let (Some(run), Some(info)) = (
+                self.adopted.remove(&id),
+                self.tasks.find(&id).map(|(t, _)| t.clone()),
+            ) else {
+                continue;
+            };
+            let energy_mj =
+                self.free_devices(&info.devices, &run.energy_at_start, run.clocks_set, round);
+            let kept = TaskInfo {
+                energy_j: sum_energy(info.energy_j, energy_mj),
+                ..info
+            };
+            log::info!(
+                "task {id} ({}) stays adopted across the stop; its clocks are reset until the next start",
+                kept.spec.external_id
+            );
+            round.ops.push(Op::put(kept.clone()));
+            if let Some(t) = self.tasks.find_mut(&id) {
+                *t = kept;
+            }
         }
     }
 
     /// Takes an adopted task stored by a previous run back: kept while its
-    /// deadline is ahead (clocks locked again), released otherwise.
+    /// deadline is ahead (clocks locked again), or a Slurm job's until Slurm
+    /// is asked (at start, `slurm.rs`); released otherwise.
     pub(super) fn restore_adopted(&mut self, info: TaskInfo, round: &mut Round) {
-        // Adopted tasks always have a deadline; one without reads as past.
-        let deadline = info.started.unwrap_or(info.submitted) + info.spec.deadline.unwrap_or(0.0);
         let id = info.id.clone();
-        if deadline > self.time.unix_now() {
+        if super::slurm::deadline(&info) > self.time.unix_now() {
             log::warn!(
                 "task {id} ({}) stays adopted after the restart: its deadline is ahead; its clocks are locked again",
+                info.spec.external_id
+            );
+            self.occupy(info, round);
+        } else if super::slurm::job_of(&info.spec.external_id).is_some() {
+            log::warn!(
+                "task {id} ({}) stays adopted after the restart until Slurm says whether the job still runs (its deadline passed)",
                 info.spec.external_id
             );
             self.occupy(info, round);
@@ -279,9 +307,9 @@ impl Engine {
         );
     }
 
-    /// Ends adopted task `id` (succeeded; `reason` when the agent, not
+    /// Ends adopted task `id` in `state` (`reason` when the agent, not
     /// `Release`, ended it): energy, clocks, and its devices back.
-    fn end_adopted(
+    pub(super) fn end_adopted(
         &mut self,
         id: &str,
         state: TaskStatus,
@@ -299,7 +327,7 @@ impl Engine {
         let finished = TaskInfo {
             state,
             finished: Some(self.time.unix_now()),
-            energy_j: energy_mj.map(|mj| mj as f64 / 1000.0),
+            energy_j: sum_energy(info.energy_j, energy_mj),
             reason,
             ..info
         };
@@ -394,4 +422,10 @@ impl Engine {
             ..Options::default()
         })
     }
+}
+
+/// The energy of an adopted task: what it had before a stop (J) and what
+/// its devices used since (mJ); unknown when the latter is.
+fn sum_energy(before_j: Option<f64>, since_mj: Option<u64>) -> Option<f64> {
+    since_mj.map(|mj| before_j.unwrap_or(0.0) + mj as f64 / 1000.0)
 }

@@ -355,7 +355,11 @@ impl Engine {
     /// Stops: refuses new work, ends or keeps the running tasks, restores the clocks.
     pub(super) fn stop(&mut self, round: &mut Round) {
         self.stopping = true;
-        self.release_all("released: gpu-agentd stopped", round);
+        self.keep_adopted_at_stop(round);
+        for (_, spec, reply) in std::mem::take(&mut self.parked_adopts) {
+            let what = format!("{} was not adopted", spec.external_id);
+            round.reply(reply, Err(super::requests::stopping(&what)));
+        }
         let mut keys: Vec<TaskKey> = self.running.keys().copied().collect();
         keys.sort_unstable();
         let mut groups = Vec::new();

@@ -39,6 +39,7 @@ mod mig_devices;
 mod modelled;
 mod process;
 mod requests;
+mod slurm;
 mod table;
 mod tally;
 mod time;
@@ -253,6 +254,15 @@ pub enum Request {
         key: TaskKey,
         /// Why.
         reason: String,
+    },
+    /// Time to check the adopted Slurm jobs (sent by the Slurm check
+    /// thread, `slurm.rs`, at start and every `[slurm] check_interval_s`).
+    SlurmTick,
+    /// What Slurm said of the jobs the engine asked about (sent by the
+    /// Slurm check thread).
+    SlurmChecked {
+        /// Each job's state, or why Slurm could not be asked.
+        answer: slurm::Answer,
     },
     /// Counts for `/metrics` and `CountTasks`.
     Census {
@@ -525,6 +535,10 @@ pub struct Engine {
     clocks: clocks::Workers,
     /// Adopted tasks, by id (`adopt.rs`).
     adopted: HashMap<String, adopt::Adopted>,
+    /// The thread that asks Slurm whether adopted jobs still run.
+    slurm: slurm::Checker,
+    /// `Adopt`s waiting for Slurm's word on the jobs holding their GPUs.
+    parked_adopts: Vec<(String, gpu_agent_dbus::AdoptSpec, Reply<String>)>,
     exec: Executors,
     /// Policy wake-ups.
     timers: Agenda<()>,
@@ -574,6 +588,7 @@ impl Engine {
         let processes = setup.store.processes()?;
         let n_devices = setup.devices.len();
         let gpus = MockLoad(setup.load, targets.clone());
+        let slurm = slurm::Checker::start(setup.config.slurm.clone(), tx.clone());
         let mut engine = Engine {
             core: Core::new(setup.devices.clone(), setup.policy)
                 .allowing_mig_policy(setup.config.mig.allow_policy),
@@ -597,6 +612,8 @@ impl Engine {
             idle: vec![lifecycle::IdleLock::default(); n_devices],
             clocks: clocks::Workers::new(setup.backend.clone(), tx.clone()),
             adopted: HashMap::new(),
+            slurm,
+            parked_adopts: Vec::new(),
             exec: Executors {
                 processes: Processes::new(setup.rt, tx, setup.log_dir, targets, gpus.clone()),
                 modelled: Modelled::new(setup.time, gpus),

@@ -48,7 +48,7 @@ fn resolve_output(spec: &mut SubmitSpec, owner: u32, id: &str) {
 
 /// The refusal of a request that would change state after a stop began
 /// (a stop is final: ARCHITECTURE.md, invariant 14).
-fn stopping(what: &str) -> AgentError {
+pub(super) fn stopping(what: &str) -> AgentError {
     AgentError::ShuttingDown(format!("gpu-agentd is stopping; {what}"))
 }
 
@@ -81,7 +81,12 @@ impl Engine {
                 round.reply(reply, Err(stopping("nothing was adopted")));
             }
             Request::Release { reply, .. } => {
-                round.reply(reply, Err(stopping("the stop releases every adopted task")));
+                round.reply(
+                    reply,
+                    Err(stopping(
+                        "the task stays adopted; release it once gpu-agentd is back",
+                    )),
+                );
             }
             Request::ApplyMig { reply, .. } => {
                 round.reply(reply, Err(stopping("no MIG layout was changed")));
@@ -201,8 +206,10 @@ impl Engine {
             }
             Request::Adopt { id, spec, reply } => {
                 let id = id.unwrap_or_else(|| self.store.next_id());
-                let result = self.adopt(id, spec, round);
-                round.reply(reply, result);
+                if let Some((id, spec, reply)) = self.park_adopt(id, spec, reply) {
+                    let result = self.adopt(id, spec, round);
+                    round.reply(reply, result);
+                }
             }
             Request::Release { id, end, reply } => {
                 let result = self.release(&id, end, round);
@@ -228,6 +235,8 @@ impl Engine {
                     self.finish(key, Err(reason), round);
                 }
             }
+            Request::SlurmTick => self.slurm_tick(round),
+            Request::SlurmChecked { answer } => self.slurm_checked(answer, round),
             Request::Heartbeat { reply } => round.answer(reply, ()),
             Request::Census { reply } => {
                 let _ = reply.send(self.census());
