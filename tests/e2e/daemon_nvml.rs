@@ -328,3 +328,30 @@ fn daemon_nvml_a_mig_change_refused_permission_fails_and_changes_nothing() {
     );
     assert!(!l.enabled && l.instances.is_empty(), "{l:?}");
 }
+
+/// While GPU 0's MIG mode change hangs in the driver for a minute, another
+/// GPU's MIG layout reads at once: the backend serialises MIG calls per GPU,
+/// not across the host.
+#[test]
+fn daemon_nvml_a_hung_mig_call_on_one_gpu_leaves_another_gpus_layout_readable() {
+    let d = Daemon::start_with(Settings {
+        host: Some(format!(
+            "{A100}[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n\
+             mig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n"
+        )),
+        ..nvml()
+    });
+    d.nvml_control("delay nvmlDeviceSetMigMode 60");
+    assert_eq!(
+        apply(&d, &plan("\"3g.20gb\": 2"), Dict::new()).unwrap(),
+        [0]
+    );
+    wait_for("GPU 0 applying", LIMIT, || {
+        (d.mig_layout(0).state == "applying").then_some(())
+    });
+    let l = d.mig_layout(1);
+    assert_eq!(instances(&l), ["3g.20gb@0", "3g.20gb@4"]);
+    // Read before the hung call returned: GPU 0's mode is still off.
+    let l = d.mig_layout(0);
+    assert_eq!((l.state.as_str(), l.enabled), ("applying", false), "{l:?}");
+}

@@ -46,9 +46,12 @@ pub struct NvmlBackend {
     nvml: &'static Nvml,
     /// The event set `wait_event` keeps, made on its first call.
     events: Mutex<Events>,
-    /// Held by calls that use MIG instance handles, so that one call cannot
-    /// destroy an instance another is using.
-    mig: Mutex<()>,
+    /// One per GPU, held by calls that use its MIG instance handles, so that
+    /// one call cannot destroy an instance another is using; per GPU, so that
+    /// a call that hangs in the driver holds up no other GPU's.
+    mig: Vec<Mutex<()>>,
+    /// The lock of a GPU index past the count (whose calls then fail).
+    mig_spare: Mutex<()>,
 }
 
 impl NvmlBackend {
@@ -68,10 +71,14 @@ impl NvmlBackend {
         // Where a handle is already stored, `loaded` drops here, releasing its
         // reference to NVML.
         let nvml = NVML.get_or_init(|| loaded);
+        let count = nvml
+            .device_count()
+            .map_err(on_host("nvmlDeviceGetCount_v2"))?;
         Ok(NvmlBackend {
             nvml,
             events: Mutex::new(Events::default()),
-            mig: Mutex::new(()),
+            mig: (0..count).map(|_| Mutex::new(())).collect(),
+            mig_spare: Mutex::new(()),
         })
     }
 
@@ -81,8 +88,12 @@ impl NvmlBackend {
             .map_err(on_gpu(gpu, "nvmlDeviceGetHandleByIndex_v2"))
     }
 
-    fn mig_lock(&self) -> MutexGuard<'_, ()> {
-        self.mig.lock().unwrap_or_else(PoisonError::into_inner)
+    fn mig_lock(&self, gpu: u32) -> MutexGuard<'_, ()> {
+        self.mig
+            .get(gpu as usize)
+            .unwrap_or(&self.mig_spare)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -411,7 +422,7 @@ impl GpuBackend for NvmlBackend {
     }
 
     fn set_mig_mode(&self, gpu: u32, enabled: bool) -> Result<MigMode> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         // The activation status says whether the mode took effect at once or
         // waits for a reset; the modes read back below say the same.
         let status = self
@@ -437,17 +448,17 @@ impl GpuBackend for NvmlBackend {
     }
 
     fn create_gpu_instance(&self, gpu: u32, profile_id: u32, start: u32) -> Result<GpuInstance> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).create_gpu_instance(profile_id, start)
     }
 
     fn destroy_gpu_instance(&self, gpu: u32, instance: u32) -> Result<()> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).destroy_gpu_instance(instance)
     }
 
     fn gpu_instances(&self, gpu: u32) -> Result<Vec<GpuInstance>> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         let device = self.device(gpu)?;
         if !mig_enabled(&device, gpu)? {
             return Ok(Vec::new());
@@ -460,7 +471,7 @@ impl GpuBackend for NvmlBackend {
         gpu: u32,
         gpu_instance: u32,
     ) -> Result<Vec<ComputeInstanceProfile>> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).compute_instance_profiles(gpu_instance)
     }
 
@@ -470,23 +481,23 @@ impl GpuBackend for NvmlBackend {
         gpu_instance: u32,
         profile_id: u32,
     ) -> Result<ComputeInstance> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).create_compute_instance(gpu_instance, profile_id)
     }
 
     fn destroy_compute_instance(&self, gpu: u32, gpu_instance: u32, instance: u32) -> Result<()> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).destroy_compute_instance(gpu_instance, instance)
     }
 
     fn compute_instances(&self, gpu: u32, gpu_instance: u32) -> Result<Vec<ComputeInstance>> {
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         Mig::new(&self.device(gpu)?, gpu).compute_instances(gpu_instance)
     }
 
     fn mig_devices(&self, gpu: u32) -> Result<Vec<MigDevice>> {
         const BY_INDEX: &str = "nvmlDeviceGetMigDeviceHandleByIndex";
-        let _mig = self.mig_lock();
+        let _mig = self.mig_lock(gpu);
         let device = self.device(gpu)?;
         if !mig_enabled(&device, gpu)? {
             return Ok(Vec::new());
