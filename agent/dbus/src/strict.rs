@@ -19,8 +19,10 @@
 //! also refuses an interface name that is not one. `Introspectable` and
 //! `Peer` are crate-private in zbus 5 (`pub(crate) struct` in its
 //! `fdo/introspectable.rs` and `fdo/peer.rs`, 5.19), so they cannot be
-//! wrapped: zbus reads no argument of their methods, so they take any
-//! (`Introspect` with an argument is answered), and the nodes zbus adds
+//! wrapped: `Introspect` with an argument still answers
+//! `org.freedesktop.zbus.Error` (`Signature mismatch: got u, expected`),
+//! as zbus's interface macro maps a body it cannot read to
+//! `fdo::Error::ZBus`; and the nodes zbus adds
 //! between objects (a path's parents, which hold only the standard
 //! interfaces) keep zbus's `Properties`, which removing would take away
 //! with the node.
