@@ -20,12 +20,21 @@ fn adopt_daemon() -> Daemon {
     adopt_daemon_with("", Settings::default().time_scale)
 }
 
-/// [`adopt_daemon`] with more `agent.toml` lines, at `time_scale`.
-pub(crate) fn adopt_daemon_with(config: &str, time_scale: f64) -> Daemon {
-    let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+/// The GTX 1080 Ti's fitted profiles (examples/dvfs).
+fn example_apps() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root")
-        .join("examples/dvfs/gtx1080ti-apps.toml");
+        .join("examples/dvfs/gtx1080ti-apps.toml")
+}
+
+/// [`adopt_daemon`] with more `agent.toml` lines, at `time_scale`.
+pub(crate) fn adopt_daemon_with(config: &str, time_scale: f64) -> Daemon {
+    adopt_daemon_on(&example_apps(), config, time_scale)
+}
+
+/// [`adopt_daemon_with`] on the profiles of `apps`.
+fn adopt_daemon_on(apps: &std::path::Path, config: &str, time_scale: f64) -> Daemon {
     let d = Daemon::start_with(Settings {
         config: Some(format!("apps = {:?}\n{config}", apps.display().to_string())),
         time_scale,
@@ -456,4 +465,41 @@ fn daemon_adopt_lease_ends_an_adoption_slurm_cannot_be_asked_about() {
     );
     // Its GPU takes an adoption again.
     adopt(&d, &job(&[0], "slurm:43", "BlackScholes")).expect("Adopt");
+}
+
+#[test]
+fn daemon_adopt_reload_reads_the_apps_file_again() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let apps = dir.path().join("apps.toml");
+    let text = std::fs::read_to_string(example_apps()).expect("the example profiles");
+    std::fs::write(&apps, &text).expect("write apps.toml");
+    let d = adopt_daemon_on(&apps, "", Settings::default().time_scale);
+    let refused = adopt(&d, &job(&[0], "slurm:60", "Fitted")).expect_err("no such profile");
+    assert!(
+        refused
+            .to_string()
+            .contains("key \"app\": unknown DVFS profile \"Fitted\""),
+        "{refused}"
+    );
+    // A profile added to the file (BlackScholes's, renamed): a reload, and
+    // the next job of that app is adopted at its clocks.
+    let block = text
+        .split("[[app]]")
+        .find(|b| b.contains("name = \"BlackScholes\""))
+        .expect("BlackScholes's profile");
+    let added = block.replace("BlackScholes", "Fitted");
+    std::fs::write(&apps, format!("{text}\n[[app]]{added}")).expect("write apps.toml");
+    success(&gpuctl(&d, &["reload"]));
+    let id = adopt(&d, &job(&[0], "slurm:60", "Fitted")).expect("Adopt after the reload");
+    let task = d.task(&id);
+    assert_eq!(task.spec.app, "Fitted");
+    let clocks = task.clocks.expect("the profile's clocks");
+    assert_eq!(clocks.class.as_deref(), Some("energy"), "{clocks:?}");
+    // A broken file refuses the reload, naming it; the profiles stay.
+    std::fs::write(&apps, "[[app]]\nname = 3\n").expect("write apps.toml");
+    let out = gpuctl(&d, &["reload"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&apps.display().to_string()), "{err}");
+    adopt(&d, &job(&[1], "slurm:61", "Fitted")).expect("Adopt with the profiles kept");
 }

@@ -111,8 +111,8 @@ fn daemon_reload_rescans_plugins_and_rereads_the_config() {
         "{error}"
     );
     assert_eq!(policies(&d), ["fifo", "greedy-eft", "panicky"]);
-    // So is a reference to a profile file that does not exist, although
-    // `apps` itself waits for the next start.
+    // So is a reference to a profile file that does not exist (a reload
+    // reads `apps` again).
     std::fs::write(&config, "apps = \"no-such-apps.toml\"\n").unwrap();
     let error = reload(&d).expect_err("a missing profile file is refused");
     assert!(error.contains("no-such-apps.toml"), "{error}");

@@ -433,15 +433,15 @@ fn key_line(path: &Path, key: &str) -> Option<u64> {
 impl Config {
     /// The keys a running daemon only reads at start: a change to them takes
     /// effect at the next start. (`plugin_dir`, `keep_tasks_on_stop`,
-    /// `cancel_grace_s`, `idle_clocks` and `policy_budget_ms` take effect at
-    /// `Reload`; the budget for the policies built from then on.)
-    pub const START_ONLY_KEYS: [&'static str; 9] = [
+    /// `cancel_grace_s`, `idle_clocks`, `apps` and `policy_budget_ms` take
+    /// effect at `Reload`; the budget for the policies built from then on,
+    /// the profiles for the tasks submitted and jobs adopted from then on.)
+    pub const START_ONLY_KEYS: [&'static str; 8] = [
         "policy",
         "state_dir",
         "mock",
         "bus",
         "time_scale",
-        "apps",
         "metrics_listen",
         "mig",
         "slurm",
@@ -455,7 +455,6 @@ impl Config {
             self.mock != other.mock,
             self.bus != other.bus,
             self.time_scale != other.time_scale,
-            self.apps != other.apps,
             self.metrics_listen != other.metrics_listen,
             self.mig != other.mig,
             self.slurm != other.slurm,

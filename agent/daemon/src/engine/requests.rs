@@ -546,9 +546,12 @@ impl Engine {
         if let Some(host) = &config.mock {
             gpu_agent_hostspec::host::load(host).map_err(|e| refuse(&e))?;
         }
-        if let Some(apps) = &config.apps {
-            gpu_agent_hostspec::apps::load(apps).map_err(|e| refuse(&e))?;
-        }
+        // The profiles, read again: new and changed ones apply to what is
+        // submitted or adopted from now on.
+        let apps = match &config.apps {
+            Some(file) => gpu_agent_hostspec::apps::load(file).map_err(|e| refuse(&e))?,
+            None => gpu_agent_core::apps::AppLibrary::default(),
+        };
         let registry = self
             .source
             .plugins(&config, &plugin_dir)
@@ -592,11 +595,13 @@ impl Engine {
         self.config.cancel_grace_s = config.cancel_grace_s;
         self.config.policy_budget = config.policy_budget;
         self.config.idle_clocks = config.idle_clocks;
+        self.config.apps = config.apps;
+        self.apps = apps;
         let mut names: Vec<&str> = self.registry.plugins.iter().map(|p| p.name()).collect();
         names.sort_unstable();
         log::info!(
             "reloaded {}: policies in {}: {}; cancel_grace_s {}, keep_tasks_on_stop {}, \
-             idle_clocks {}; \
+             idle_clocks {}; DVFS profiles: {}; \
              policy {} keeps running",
             self.source
                 .path()
@@ -610,6 +615,7 @@ impl Engine {
             self.config.cancel_grace_s,
             self.config.keep_tasks_on_stop,
             self.config.idle_clocks.name(),
+            self.apps.names().join(", "),
             self.core.policy_name(),
         );
         if !pending.is_empty() {
