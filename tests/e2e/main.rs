@@ -29,6 +29,7 @@ mod daemon_mig;
 mod daemon_mig_apply;
 mod daemon_mig_devices;
 mod daemon_mig_policy;
+mod daemon_modules;
 mod daemon_nvml;
 mod daemon_overrun;
 mod daemon_params;
