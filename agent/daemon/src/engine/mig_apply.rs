@@ -34,6 +34,7 @@ use gpu_agent_backend::{BackendError, GpuBackend};
 use gpu_agent_core::mig::MigTable;
 use gpu_agent_core::placement::{Instance, Layout, Request as Placed};
 use gpu_agent_core::scheduler::{MigPhase, OnBusy, RepartitionError};
+use gpu_agent_core::Action;
 use gpu_agent_dbus::AgentError;
 
 use super::{Engine, Notice, Round};
@@ -397,12 +398,7 @@ impl Engine {
         if let Some(at) = deadline {
             self.mig.deadlines.push(at, gpu);
         }
-        let waits: Vec<String> = self
-            .core
-            .mig_drain_waits_for(gpu)
-            .into_iter()
-            .map(|k| self.core_id(k).to_string())
-            .collect();
+        let waits = self.drain_waits(gpu);
         let enabled = self
             .core
             .mig_change(gpu)
@@ -492,40 +488,53 @@ impl Engine {
                 let actions = self
                     .decide(|core| core.mig_failed(now, gpu, true))
                     .expect("the change waits to apply");
-                self.mig.under_way.remove(&gpu);
-                self.apply(actions, round);
-                self.show_online(gpu, round);
                 let pids: Vec<String> = foreign.iter().map(u32::to_string).collect();
                 let message = format!(
                     "the drain timed out with processes the agent did not start on the GPU (pid {}); the layout is unchanged",
                     pids.join(", ")
                 );
-                log::warn!("GPU {gpu}: MIG change failed: {message}");
-                self.mig_state(gpu, MigState::Failed, message, round);
+                self.drain_timed_out(gpu, actions, message, round);
                 continue;
             }
             if self.core.mig_change(gpu).map(|c| c.phase) != Some(MigPhase::Draining) {
                 continue;
             }
-            let waits: Vec<String> = self
-                .core
-                .mig_drain_waits_for(gpu)
-                .into_iter()
-                .map(|k| self.core_id(k).to_string())
-                .collect();
+            let waits = self.drain_waits(gpu);
             let actions = self
                 .decide(|core| core.cancel_mig_change(now, gpu))
                 .expect("a draining change can be cancelled");
-            self.mig.under_way.remove(&gpu);
-            self.apply(actions, round);
-            self.show_online(gpu, round);
             let message = format!(
                 "the drain timed out with task(s) {} still running; the layout is unchanged",
                 waits.join(", ")
             );
-            log::warn!("GPU {gpu}: MIG change failed: {message}");
-            self.mig_state(gpu, MigState::Failed, message, round);
+            self.drain_timed_out(gpu, actions, message, round);
         }
+    }
+
+    /// GPU `gpu`'s drain timed out and the core gave the change up with
+    /// `actions`: the GPU takes work again, and the change failed with
+    /// `message`.
+    fn drain_timed_out(
+        &mut self,
+        gpu: u32,
+        actions: Vec<Action>,
+        message: String,
+        round: &mut Round,
+    ) {
+        self.mig.under_way.remove(&gpu);
+        self.apply(actions, round);
+        self.show_online(gpu, round);
+        log::warn!("GPU {gpu}: MIG change failed: {message}");
+        self.mig_state(gpu, MigState::Failed, message, round);
+    }
+
+    /// The ids of the tasks GPU `gpu`'s drain still waits for.
+    fn drain_waits(&self, gpu: u32) -> Vec<String> {
+        self.core
+            .mig_drain_waits_for(gpu)
+            .into_iter()
+            .map(|k| self.core_id(k).to_string())
+            .collect()
     }
 
     /// Starts making GPU `gpu`'s new layout on the backend, on a thread of
