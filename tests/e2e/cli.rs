@@ -40,7 +40,7 @@ fn a_bad_host_file_is_named_and_nothing_is_written() {
     let schedule = sim.path("out.csv");
     let stderr = failure(&sim.run(&["--policy", "fifo", "--schedule", &schedule]));
     let expected = format!(
-        "gpuctl: error: {}:3: invalid type: string \"fast\", expected f64",
+        "gpuctl: error: {}:3: gpu.speed: invalid type: string \"fast\", expected f64",
         sim.host
     );
     assert!(stderr.starts_with(&expected), "{stderr}");

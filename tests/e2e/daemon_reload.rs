@@ -110,7 +110,27 @@ fn daemon_reload_rescans_plugins_and_rereads_the_config() {
         )),
         "{error}"
     );
+    // The daemon's log says why, for `systemctl reload`, which does not.
+    assert!(
+        d.stderr().contains(&format!(
+            "cannot reload: {}:2: cancel_grace_s: expected seconds",
+            config.display()
+        )),
+        "{}",
+        d.stderr()
+    );
     assert_eq!(policies(&d), ["fifo", "greedy-eft", "panicky"]);
+    // A value of the wrong type names its key as well as its line.
+    std::fs::write(&config, "policy = \"fifo\"\ncancel_grace_s = \"ten\"\n").unwrap();
+    let error = reload(&d).expect_err("a value of the wrong type is refused");
+    assert!(
+        error.contains(&format!(
+            "cannot reload: {}:2: cancel_grace_s: invalid type: string \"ten\", expected f64; \
+             nothing changed",
+            config.display()
+        )),
+        "{error}"
+    );
     // So is a reference to a profile file that does not exist (a reload
     // reads `apps` again).
     std::fs::write(&config, "apps = \"no-such-apps.toml\"\n").unwrap();

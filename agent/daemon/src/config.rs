@@ -904,11 +904,17 @@ mod tests {
         assert!(err("cancel_grace_s = nan").ends_with("got NaN"));
         assert!(err("polcy = \"fifo\"")
             .starts_with("agent.toml:1: unknown field `polcy`, expected one of"));
-        assert!(err("bus = \"user\"").starts_with("agent.toml:1: unknown variant `user`"));
-        assert!(err("[mig]\nallow_policy = \"yes\"\n")
-            .starts_with("agent.toml:2: invalid type: string \"yes\", expected a boolean"));
+        assert!(err("bus = \"user\"").starts_with("agent.toml:1: bus: unknown variant `user`"));
+        assert!(err("[mig]\nallow_policy = \"yes\"\n").starts_with(
+            "agent.toml:2: mig.allow_policy: invalid type: string \"yes\", expected a boolean"
+        ));
+        // A top-level value of the wrong type (what `systemctl reload` reports).
+        assert_eq!(
+            err("policy = \"fifo\"\ncancel_grace_s = \"ten\""),
+            "agent.toml:2: cancel_grace_s: invalid type: string \"ten\", expected f64"
+        );
         assert!(err("[mig]\nreset = []\n").starts_with(
-            "agent.toml:2: unknown field `reset`, expected `allow_policy` or `reset_command`"
+            "agent.toml:2: mig: unknown field `reset`, expected `allow_policy` or `reset_command`"
         ));
         assert_eq!(
             Config::parse(

@@ -387,9 +387,14 @@ mod tests {
             ),
             "{unknown}"
         );
+        // A value of the wrong type: its key too (toml names only the line).
+        assert_eq!(
+            parse("[[gpu]]\nmodel = \"T4\"\nspeed = \"fast\"\n").unwrap_err(),
+            "host.toml:3: gpu.speed: invalid type: string \"fast\", expected f64"
+        );
         let typo = parse("[[gpu]]\nmodel = \"T4\"\nsped = 1\n").unwrap_err();
         assert!(
-            typo.starts_with("host.toml:3: unknown field `sped`"),
+            typo.starts_with("host.toml:3: gpu: unknown field `sped`"),
             "{typo}"
         );
         assert_eq!(
@@ -563,7 +568,9 @@ mod tests {
             bad("sleep_after = 2", "sleep_after = -2"),
             "host.toml:5: cluster.sleep_after: expected an integer >= 0 (seconds), got -2"
         );
-        assert!(bad("sleep_after", "sleep").starts_with("host.toml:5: unknown field `sleep`"));
+        assert!(
+            bad("sleep_after", "sleep").starts_with("host.toml:5: cluster: unknown field `sleep`")
+        );
         assert_eq!(
             cluster(&format!("{CLUSTER}[[gpu]]\nmodel = \"L4\"\nspeed = 1\n")).unwrap_err(),
             "host.toml:12: gpu[1].model: a [cluster] server's GPUs must all be alike: \"L4\" differs from \"T4\""

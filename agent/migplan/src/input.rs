@@ -563,8 +563,8 @@ throughput = { "3g.20gb" = 60, "4g.20gb" = 80, "7g.40gb" = 150 }
             ("\"4g.20gb\" = 80,", "\"4g.20gb\" = -80,", "plan.toml:21: job[2].throughput.4g.20gb: expected a number >= 0, got -80"),
             ("{ \"2g.10gb\" = 150", "{ \"2g.20gb\" = 150", "plan.toml:16: job[1].throughput.2g.20gb: \"2g.20gb\" is not a profile of A100-SXM4-40GB"),
             ("name = \"llm-7b\"", "name = \"resnet50\"", "plan.toml:19: job[2].name: job \"resnet50\" is named twice"),
-            ("name = \"llm-7b\"", "nmae = \"llm-7b\"", "plan.toml:19: unknown field `nmae`"),
-            ("demand = 80\n", "demand = \"80\"\n", "plan.toml:20: invalid type: string \"80\", expected f64"),
+            ("name = \"llm-7b\"", "nmae = \"llm-7b\"", "plan.toml:19: job: unknown field `nmae`"),
+            ("demand = 80\n", "demand = \"80\"\n", "plan.toml:20: job.demand: invalid type: string \"80\", expected f64"),
         ];
         for (from, to, want) in cases {
             assert!(EXAMPLE.contains(from), "{from}");

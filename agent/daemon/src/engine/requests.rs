@@ -184,6 +184,12 @@ impl Engine {
             Request::Metrics { reply } => round.reply(reply, Ok(self.metrics())),
             Request::Reload { reply } => {
                 let result = self.reload(round);
+                // In the log too: `systemctl reload` says only that it
+                // failed, and journald may not put the caller's (busctl's)
+                // message under the unit, as it exits at once.
+                if let Err(e) = &result {
+                    log::error!("{}", zbus::DBusError::description(e).unwrap_or_default());
+                }
                 round.reply(reply, result);
             }
             Request::Exited { key, exit } => {
