@@ -5,7 +5,7 @@
 //! default clocks again and its energy in the agent's task (named in the
 //! job's AdminComment); two jobs run at once on two GPUs; a job whose prolog
 //! cannot reach the agent still runs to completion, the reason in the log;
-//! scancel, a time-limit kill and a failure are recorded as such; an
+//! a time-limit kill and a failure are recorded as such; an
 //! adoption whose epilog never reached the agent (gpu-agentd killed, or the
 //! bus wrong for the epilog alone) ends when Slurm says its job ended.
 //!
@@ -566,14 +566,8 @@ fn slurm_jobs_end_is_recorded_as_slurm_ended_them() {
     let timed_out = slurm.sbatch(&["--gres=gpu:1", "--time=1", app]);
     let timed_out_task = adopted(&d, timed_out);
 
-    let cancelled = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
-    let task = adopted(&d, cancelled);
-    let out = slurm.run("scancel", &[&cancelled.to_string()]);
-    assert!(out.status.success(), "{out:?}");
-    slurm.wait_job(cancelled, "CANCELLED");
-    let ended = d.wait_state(&task.id, TaskStatus::Cancelled, LIMIT);
-    assert!(ended.energy_j.is_some(), "{ended:?}");
-
+    // (scancel is not here: whether the epilog sees it depends on when
+    // slurmctld learns the job's signal; docs/slurm.md, Limits.)
     let failed = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
     let task = adopted(&d, failed);
     slurm.fail(failed, 3);
@@ -593,7 +587,6 @@ fn slurm_jobs_end_is_recorded_as_slurm_ended_them() {
 
     let log = slurm.slurmd_log();
     for (job, end) in [
-        (cancelled, "cancelled"),
         (failed, "failed"),
         (completed, "completed"),
         (timed_out, "timeout"),
