@@ -175,6 +175,7 @@ gpu_agent_plugin_api::export_policy! {
 mod tests {
     use super::*;
     use gpu_agent_plugin_api::{abi_stable::std_types::RSlice, TaskState};
+    use proptest::prelude::Just;
     use testing::{device, task, Fixture};
 
     fn start(task: u64, devices: &[u32]) -> Decision {
@@ -261,6 +262,148 @@ mod tests {
             p.on_event(&f.view(), &Event::Timer),
             Ok(vec![Decision::WakeAt { time: 61.0 }])
         );
+    }
+
+    #[test]
+    fn runs_too_short_to_move_the_clock_never_start_together() {
+        // Device 0 runs task 2 until 1005; device 1 is idle. Tasks 0 and 1
+        // run for 1e-300 s, which now + run time rounds away: planned at
+        // now on device 1 both, only the earlier deadline may start (the
+        // core refuses a start on a device that is not idle).
+        let mut f = Fixture::new(1000.0);
+        f.devices = vec![device(0, 1.0, 0.0), device(1, 1.0, 0.0)];
+        f.devices[0].running = ROption::RSome(2);
+        f.devices[0].available_at = 1005.0;
+        let mut t2 = task(2, 1.0, 9.0, 1.0);
+        t2.state = TaskState::Running;
+        f.tasks = vec![
+            task(0, 1e-300, 2000.0, 1.0),
+            task(1, 1e-300, 1900.0, 1.0),
+            t2,
+        ];
+        let mut p = EdfHier::new(Params::default());
+        assert_eq!(
+            p.on_event(&f.view(), &Event::Timer),
+            Ok(vec![start(1, &[1]), Decision::WakeAt { time: 1060.0 }])
+        );
+    }
+
+    /// One task of [`run_with_overruns`]: work units (1e-300 stands for a
+    /// run too short to move the clock), device count, deadline slack, and
+    /// how many times its estimate it really runs (1: on time).
+    type Shape = (f64, u32, f64, f64);
+
+    /// A run as the core follows it: task, start, expected end, true end.
+    type Run = (u64, f64, f64, f64);
+
+    /// Drives the policy as the core does, with a `Timer` at every arrival,
+    /// end and expected end, and runs lasting `overrun` times their
+    /// estimate. A run still going at its expected end is told to the core
+    /// (`Input::Overran`), whose expected end moves out by as long as it has
+    /// run (the device stays busy). Returns the first start the core would
+    /// refuse (on a device that is not idle, or twice on one device), if any.
+    fn run_with_overruns(shapes: &[Shape], devices: u32, params: Params) -> Option<String> {
+        let mut f = Fixture::new(0.0);
+        f.devices = (0..devices)
+            .map(|j| device(j, 1.0 + f64::from(j % 2), 0.0))
+            .collect();
+        f.tasks = shapes
+            .iter()
+            .enumerate()
+            .map(|(k, &(work, gpus, slack, _))| {
+                let mut t = task(k as u64, work, 0.0, 1.0);
+                t.arrival = k as f64 * 0.5;
+                t.deadline = t.arrival + slack;
+                t.gpus = gpus.min(devices);
+                // Not arrived yet: in no state the policy plans.
+                t.state = TaskState::Done;
+                t
+            })
+            .collect();
+        let mut arrived = 0;
+        let mut runs: Vec<Option<Run>> = vec![None; devices as usize];
+        let mut p = EdfHier::new(params);
+        loop {
+            let now = f.now;
+            while arrived < f.tasks.len() && f.tasks[arrived].arrival <= now {
+                f.tasks[arrived].state = TaskState::Pending;
+                arrived += 1;
+            }
+            for (j, slot) in runs.iter_mut().enumerate() {
+                if let Some((k, since, expected, end)) = *slot {
+                    if end <= now {
+                        *slot = None;
+                        f.tasks[k as usize].state = TaskState::Done;
+                    } else if expected <= now {
+                        *slot = Some((k, since, now + (now - since).max(1e-3), end));
+                    }
+                }
+                let d = &mut f.devices[j];
+                d.running = slot.map(|r| r.0).into();
+                d.available_at = slot.map_or(now, |r| r.2.max(now));
+            }
+            let decisions = p.on_event(&f.view(), &Event::Timer).ok()?;
+            for decision in decisions {
+                let Decision::Start { task, devices, .. } = decision else {
+                    continue;
+                };
+                if let Some(j) = devices.iter().find(|&&j| runs[j as usize].is_some()) {
+                    return Some(format!(
+                        "started task t{task} on device {j}, which is not idle"
+                    ));
+                }
+                let t = &mut f.tasks[task as usize];
+                t.state = TaskState::Running;
+                let slowest = devices
+                    .iter()
+                    .map(|&j| t.runtime_on(&f.devices[j as usize]))
+                    .fold(0.0, f64::max);
+                let runtime = t.scaled(slowest, devices.len() as u32);
+                let end = now + runtime * shapes[task as usize].3;
+                for &j in devices.iter() {
+                    runs[j as usize] = Some((task, now, now + runtime, end));
+                }
+            }
+            let next = f.tasks[arrived..]
+                .iter()
+                .map(|t| t.arrival)
+                .chain(runs.iter().flatten().flat_map(|r| [r.2, r.3]))
+                .filter(|&t| t > now)
+                .fold(f64::INFINITY, f64::min);
+            if !next.is_finite() {
+                return None;
+            }
+            f.now = next;
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever the runs' overruns and lengths, every start the policy
+        /// makes is on idle devices, one task per device.
+        #[test]
+        fn overruns_never_make_the_policy_start_on_a_busy_device(
+            shapes in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![Just(1e-300), 0.1f64..20.0],
+                    1u32..3,
+                    0.5f64..40.0,
+                    proptest::prop_oneof![Just(1.0), 1.0f64..6.0],
+                ),
+                1..14,
+            ),
+            devices in 1u32..5,
+            groups in 1usize..3,
+            group_size in 1usize..4,
+        ) {
+            let params = Params {
+                groups: groups.min(devices as usize),
+                group_size,
+                ..Params::default()
+            };
+            proptest::prop_assert_eq!(run_with_overruns(&shapes, devices, params), None);
+        }
     }
 
     #[test]

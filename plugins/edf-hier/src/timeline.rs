@@ -1,4 +1,9 @@
 //! Planned busy intervals per device, and the earliest gap that fits a task.
+//!
+//! A run holds its devices for at least one representable instant: one whose
+//! start plus run time rounds back to its start (a run time far below the
+//! clock's resolution, say 1e-300 s at 1000 s) still holds them at its start,
+//! so no two runs are planned to start on a device at once.
 
 /// Busy intervals `[start, end)` per device, indexed by device index.
 #[derive(Debug, Clone)]
@@ -48,12 +53,13 @@ impl Timeline {
         starts.sort_by(f64::total_cmp);
         starts
             .into_iter()
-            .find(|&s| self.free(devices, s, s + duration))
+            .find(|&s| self.free(devices, s, held_until(s, s + duration)))
             .expect("every device is free after its last busy interval")
     }
 
-    /// Books `[start, end)` on every one of `devices`.
+    /// Books `[start, end)` on every one of `devices` (at least `start` itself).
     pub fn book(&mut self, devices: &[u32], start: f64, end: f64) {
+        let end = held_until(start, end);
         for &j in devices {
             self.busy[j as usize].push((start, end));
         }
@@ -66,6 +72,12 @@ impl Timeline {
                 .all(|&(a, b)| b <= start || end <= a)
         })
     }
+}
+
+/// The end of a run from `start` to `end` as booked: `end`, or the next
+/// representable instant after `start` when `end` does not pass it.
+fn held_until(start: f64, end: f64) -> f64 {
+    end.max(start.next_up())
 }
 
 #[cfg(test)]
@@ -83,6 +95,17 @@ mod tests {
         assert_eq!(t.earliest(&[0, 1], 0.0, 1.0), 6.0);
         assert_eq!(t.earliest(&[1], 0.0, 1.0), 4.0);
         assert_eq!((t.release(0), t.release(1)), (6.0, 4.0));
+    }
+
+    #[test]
+    fn a_run_shorter_than_the_clock_resolution_still_holds_its_start() {
+        let mut t = Timeline::new(1000.0, &[0.0, 0.0]);
+        // 1000 + 1e-300 == 1000: the run holds device 0 at 1000 all the same.
+        t.book(&[0], 1000.0, 1000.0 + 1e-300);
+        assert!(t.busy_at(0, 1000.0));
+        assert_eq!(t.earliest(&[0], 1000.0, 1e-300), 1000f64.next_up());
+        assert_eq!(t.earliest(&[0, 1], 1000.0, 2.0), 1000f64.next_up());
+        assert_eq!(t.earliest(&[1], 1000.0, 1e-300), 1000.0);
     }
 
     #[test]
