@@ -11,7 +11,8 @@
 //! 3. syncs the store once for both (a group commit: one `fdatasync`,
 //!    however many requests the round took);
 //! 4. carries out the round's effects in order: replies, signals, process
-//!    launches, clock changes;
+//!    launches, and clock changes handed to the GPUs' clock workers
+//!    (`clocks.rs`: a task's launch waits until its locks are made);
 //! 5. if launches recorded process groups, writes them and syncs again, so
 //!    that a restart finds every group it must end (invariant 15).
 //!
