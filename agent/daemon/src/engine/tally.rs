@@ -250,6 +250,19 @@ mod tests {
         assert_eq!(back.ended(TaskStatus::Succeeded), 1);
         assert_eq!(back.ended(TaskStatus::Rejected), 1);
         assert!(Tally::from_json("{\"ended\": []}").is_err());
+        // A unix time that serde_json's default float parser reads back one
+        // bit off (as 1891198857.9370563): the workspace enables its
+        // float_roundtrip feature.
+        let mut unix = Tally::default();
+        let submitted = 1_891_198_857.937_056_5;
+        let mut task = ended(
+            "t4",
+            TaskStatus::Succeeded,
+            Some((submitted, submitted + 42.0)),
+        );
+        task.submitted = submitted;
+        unix.add(&task, 1.0);
+        assert_eq!(Tally::from_json(&unix.to_json()).unwrap(), unix);
     }
 
     #[test]
