@@ -21,29 +21,7 @@ _gpuctl_daemon gpuctl "${{COMP_WORDS[-1]}}" "${{COMP_WORDS[-2]}}"
 printf '%s\n' "${{COMPREPLY[@]}}""#,
         quoted.join(" ")
     );
-    let path = format!(
-        "{}:{}",
-        artefacts().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("bash")
-        .args(["-c", &script])
-        .env("PATH", path)
-        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
-        .output()
-        .expect("run bash");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    words.sort();
-    words
+    words_printed(d, "bash", &["-c", &script])
 }
 
 #[test]
@@ -91,29 +69,7 @@ words=({}); CURRENT=${{#words}}; PREFIX=${{words[-1]}}
 _gpuctl"#,
         quoted.join(" ")
     );
-    let path = format!(
-        "{}:{}",
-        artefacts().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("zsh")
-        .args(["-f", "-c", &script])
-        .env("PATH", path)
-        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
-        .output()
-        .expect("run zsh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    words.sort();
-    words
+    words_printed(d, "zsh", &["-f", "-c", &script])
 }
 
 #[test]
@@ -158,4 +114,32 @@ fn daemon_zsh_completions_offer_task_ids_and_policy_names() {
         offered_by_zsh(&d, &["gpuctl", "--session", "policy", "list", ""]),
         ["clap"]
     );
+}
+
+/// The lines, sorted, that `shell ARGS` prints with `gpuctl` on its PATH
+/// and `d`'s bus as the session bus (the script must succeed).
+fn words_printed(d: &Daemon, shell: &str, args: &[&str]) -> Vec<String> {
+    let path = format!(
+        "{}:{}",
+        artefacts().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(shell)
+        .args(args)
+        .env("PATH", path)
+        .env("DBUS_SESSION_BUS_ADDRESS", d.address())
+        .output()
+        .unwrap_or_else(|e| panic!("run {shell}: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut words: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    words.sort();
+    words
 }
