@@ -93,6 +93,25 @@ impl Drop for Stop {
     }
 }
 
+/// Runs the gpu-agentd command `line` in `dir` on `bus` until the returned
+/// guard drops, once `gpuctl --session status` answers.
+fn start_daemon(line: &str, dir: &Path, bus: &PrivateBus) -> Stop {
+    // exec: the daemon is the child that Stop ends, not a shell above it.
+    let daemon = shell(&format!("exec {line}"), dir, Some(bus))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{line}: {e}"));
+    let stop = Stop(daemon);
+    wait_for("the daemon on the bus", Duration::from_secs(20), || {
+        let out = shell("gpuctl --session status", dir, Some(bus))
+            .output()
+            .ok()?;
+        out.status.success().then_some(())
+    });
+    stop
+}
+
 #[test]
 fn readme_running_the_daemon_works_as_written() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -116,20 +135,8 @@ fn readme_running_the_daemon_works_as_written() {
     std::os::unix::fs::symlink(root.join("examples"), project.path().join("examples")).unwrap();
     let state = project.path().join("state");
     let bus = PrivateBus::start().expect("a private bus");
-    // exec: the daemon is the child that Stop ends, not a shell above it.
     let line = daemon_line.replace("/tmp/ga", state.to_str().unwrap());
-    let daemon = shell(&format!("exec {line}"), project.path(), Some(&bus))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the README's gpu-agentd line");
-    let _stop = Stop(daemon);
-    wait_for("the daemon on the bus", Duration::from_secs(20), || {
-        let out = shell("gpuctl --session status", project.path(), Some(&bus))
-            .output()
-            .ok()?;
-        out.status.success().then_some(())
-    });
+    let _stop = start_daemon(&line, project.path(), &bus);
 
     let mut ran = 0;
     for (line, status) in gpuctl_block.iter().filter_map(|l| command(l)) {
@@ -272,25 +279,11 @@ fn docs_command_blocks_work_as_written() {
         std::os::unix::fs::symlink(root.join("examples"), project.path().join("examples")).unwrap();
         let bus = PrivateBus::start().expect("a private bus");
         let state = project.path().join("state");
-        let daemon = shell(
-            &format!(
-                "exec gpu-agentd --mock examples/host-mig.toml --session --time-scale 60 --state-dir {}",
-                state.display()
-            ),
-            project.path(),
-            Some(&bus),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("gpu-agentd");
-        let _stop = Stop(daemon);
-        wait_for("the daemon on the bus", Duration::from_secs(20), || {
-            let out = shell("gpuctl --session status", project.path(), Some(&bus))
-                .output()
-                .ok()?;
-            out.status.success().then_some(())
-        });
+        let line = format!(
+            "gpu-agentd --mock examples/host-mig.toml --session --time-scale 60 --state-dir {}",
+            state.display()
+        );
+        let _stop = start_daemon(&line, project.path(), &bus);
         for (at, block) in &blocks {
             for (line, status) in commands(block) {
                 let out = shell(&line, project.path(), Some(&bus))
