@@ -373,6 +373,28 @@ pub struct Core {
     /// Devices a policy's MIG change took offline, of which the policy is
     /// yet to hear.
     mig_drained: Vec<u32>,
+    /// How many shapes the host has had ([`Core::reshape`]).
+    shape: u64,
+}
+
+/// A task [`Core::admit`] judged that some set of the host's devices could
+/// hold, on the host's shape of then; [`Core::submit_admitted`] takes it.
+/// Only the core makes one, so the judgement cannot be forged or the task
+/// changed after it, but for its id ([`Admitted::named`]).
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    task: Task,
+    /// The host's shape it was judged on ([`Core::reshape`]'s count).
+    shape: u64,
+}
+
+impl Admitted {
+    /// The task under id `id`, for a driver that issues ids only to the
+    /// tasks it accepts.
+    pub fn named(mut self, id: &str) -> Admitted {
+        self.task.id = id.into();
+        self
+    }
 }
 
 impl Core {
@@ -400,6 +422,7 @@ impl Core {
             mig_policy: false,
             mig_changes: Vec::new(),
             mig_drained: Vec::new(),
+            shape: 0,
         };
         core.reshape();
         core
@@ -407,8 +430,10 @@ impl Core {
 
     /// Recomputes what depends on the host's shape: the memory indexes
     /// [`Core::unschedulable`] reads, the slowest speed and the views (every
-    /// slot's is rewritten at the next call).
+    /// slot's is rewritten at the next call); counts the shape as a new one
+    /// (an [`Admitted`] task judged on an older one is judged again).
     fn reshape(&mut self) {
+        self.shape += 1;
         let memories = |gang: bool| {
             let mut m: Vec<f64> = self
                 .slots
@@ -491,19 +516,51 @@ impl Core {
         self.slots[device as usize].live_queue().to_vec()
     }
 
-    /// Why no set of this host's devices could ever hold `spec`, if none could:
-    /// the reason [`Core::submit`] would reject it with.
-    pub fn refusal(&self, spec: &TaskSpec) -> Option<String> {
-        self.unschedulable(&task_of(0, spec.clone()))
+    /// Judges `spec` on this host before it is submitted, recording
+    /// nothing: the task, vouched for, when some set of the host's devices
+    /// could hold it, else the reason [`Core::submit`] would reject it with
+    /// (invariant 6). For a driver that answers the refusal itself (the
+    /// daemon's `Submit`, before it stores the task); it then hands the task
+    /// to [`Core::submit_admitted`].
+    pub fn admit(&self, spec: TaskSpec) -> Result<Admitted, String> {
+        let task = task_of(0, spec);
+        match self.unschedulable(&task) {
+            Some(reason) => Err(reason),
+            None => Ok(Admitted {
+                task,
+                shape: self.shape,
+            }),
+        }
     }
 
-    /// Accepts a task at `now`; returns its key and what to do.
+    /// Accepts a task at `now`; returns its key and what to do (a task no
+    /// set of devices could hold is rejected at once).
     pub fn submit(&mut self, now: f64, spec: TaskSpec) -> (TaskKey, Vec<Action>) {
+        self.enter(now, task_of(0, spec), false)
+    }
+
+    /// Accepts a task [`Core::admit`] vouched for at `now`, without judging
+    /// it again, unless the host's shape changed since (a MIG layout
+    /// change): then it is judged on the new one, as [`Core::submit`] does.
+    pub fn submit_admitted(&mut self, now: f64, task: Admitted) -> (TaskKey, Vec<Action>) {
+        let judged = task.shape == self.shape;
+        self.enter(now, task.task, judged)
+    }
+
+    /// Takes `task` in at `now` under the next key; `judged`: known to fit
+    /// the host as it is.
+    fn enter(&mut self, now: f64, mut task: Task, judged: bool) -> (TaskKey, Vec<Action>) {
         self.advance(now);
         let key = self.tasks.next_key();
-        self.tasks.push(task_of(key, spec));
+        task.key = key;
+        self.tasks.push(task);
         let mut actions = Vec::new();
-        if let Some(reason) = self.unschedulable(self.tasks.task(key)) {
+        let refused = if judged {
+            None
+        } else {
+            self.unschedulable(self.tasks.task(key))
+        };
+        if let Some(reason) = refused {
             self.tasks.set_state(key, TaskState::Rejected);
             actions.push(Action::Reject { task: key, reason });
             return (key, actions);

@@ -544,18 +544,67 @@ fn switching_policy_offers_the_new_one_every_pending_task() {
 }
 
 #[test]
-fn refusal_tells_the_submit_rejection_without_recording_a_task() {
+fn admission_tells_the_submit_rejection_without_recording_a_task() {
     let core = core(2, |_, _| panic!("the policy must not be asked"));
     let big = TaskSpec {
         mem_gb: 20.0,
         ..spec("big", 0.0, 1.0)
     };
     assert_eq!(
-        core.refusal(&big).as_deref(),
+        core.admit(big).err().as_deref(),
         Some("needs 20 GB; the largest device has 16 GB")
     );
-    assert_eq!(core.refusal(&spec("ok", 0.0, 1.0)), None);
+    assert!(core.admit(spec("ok", 0.0, 1.0)).is_ok());
     assert_eq!(core.unfinished(), 0);
+}
+
+#[test]
+fn an_admitted_task_is_judged_again_only_on_a_new_shape_of_the_host() {
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let mut core = Core::new(
+        Host::of_models([a100]).devices,
+        crate::policy::builtin_fifo(),
+    );
+    let big = || TaskSpec {
+        mem_gb: 20.0,
+        ..spec("big", 0.0, 1.0)
+    };
+    // On the shape it was judged on, it is taken as it is, under its name.
+    let admitted = core.admit(big()).unwrap().named("t1");
+    let (key, actions) = core.submit_admitted(0.0, admitted);
+    assert_eq!(starts(&actions), vec![(key, vec![0], 1.0)]);
+    assert_eq!(core.task(key).unwrap().id.as_str(), "t1");
+    // Admitted whole, then the GPU is split into instances too small for it
+    // before the task is handed over: it is judged again, and rejected as
+    // `submit` rejects it.
+    let admitted = core.admit(big()).unwrap();
+    core.handle(
+        1.0,
+        Input::Finished {
+            task: key,
+            ok: true,
+        },
+    );
+    core.handle(
+        1.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    core.repartition(1.0, 0, &requests(&["3g.20gb", "3g.20gb"]))
+        .unwrap();
+    let (key, actions) = core.submit_admitted(1.0, admitted);
+    let reason = core.admit(big()).unwrap_err();
+    assert_eq!(actions, vec![Action::Reject { task: key, reason }]);
+    let (again, actions) = core.submit(1.0, big());
+    assert_eq!(
+        actions,
+        vec![Action::Reject {
+            task: again,
+            reason: core.admit(big()).unwrap_err()
+        }]
+    );
 }
 
 #[test]

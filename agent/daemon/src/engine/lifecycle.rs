@@ -500,7 +500,7 @@ impl Engine {
                 self.time.model_of_unix(info.submitted),
                 self.app(&info.spec.app),
             );
-            self.submit(key, spec, &mut round);
+            self.submit(key, |core, now| core.submit(now, spec), &mut round);
         }
         log::info!("restored {} waiting task(s)", waiting.len());
         Ok(round)

@@ -67,8 +67,9 @@ use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::metrics::Metrics;
 use gpu_agent_core::policy::PolicyInstance;
+use gpu_agent_core::scheduler::Admitted;
+use gpu_agent_core::Core;
 use gpu_agent_core::{apps::AppLibrary, host::DeviceSpec};
-use gpu_agent_core::{Core, TaskSpec};
 use gpu_agent_dbus::{AgentError, SubmitSpec, TaskInfo, TaskStatus};
 use gpu_agent_loader::Registry;
 use gpu_agent_plugin_api::AppModel;
@@ -469,8 +470,11 @@ enum Effect {
 
 /// A new task waiting for its first write.
 struct Accepted {
+    /// The task as it is stored.
     info: TaskInfo,
-    spec: TaskSpec,
+    /// The core's admission of it, handed to the core once it is stored.
+    task: Admitted,
+    /// Answered with its id once it is stored.
     reply: Reply<String>,
 }
 
@@ -836,7 +840,8 @@ impl Engine {
                         self.tasks.insert(a.info);
                     } else {
                         let key = self.tasks.admit(a.info);
-                        self.submit(key, a.spec, &mut round);
+                        let task = a.task;
+                        self.submit(key, |core, now| core.submit_admitted(now, task), &mut round);
                     }
                     round.reply(a.reply, Ok(id));
                 }
@@ -978,10 +983,17 @@ impl Engine {
         self.config.cancel_grace_s.duration()
     }
 
-    /// Hands the core the task just admitted to the table under `key`.
-    fn submit(&mut self, key: TaskKey, spec: TaskSpec, round: &mut Round) {
+    /// Hands the core the task just admitted to the table under `key`,
+    /// through `submit` (the core's `submit`, or `submit_admitted` for a
+    /// task it admitted) at the current time.
+    fn submit(
+        &mut self,
+        key: TaskKey,
+        submit: impl FnOnce(&mut Core, f64) -> (TaskKey, Vec<gpu_agent_core::Action>),
+        round: &mut Round,
+    ) {
         let now = self.time.model_now();
-        let (core_key, actions) = self.decide(|core| core.submit(now, spec));
+        let (core_key, actions) = self.decide(|core| submit(core, now));
         // Both number tasks from 0 in the order they are given them, and
         // every admission is followed by this submission.
         debug_assert_eq!(key, core_key, "engine and core number tasks alike");

@@ -3,6 +3,7 @@
 use super::executor::Cancelled;
 use super::{Accepted, Caller, Engine, Request, Round};
 use gpu_agent_core::metrics::{Metrics, Rejection};
+use gpu_agent_core::scheduler::Admitted;
 use gpu_agent_core::task::OnHost;
 
 use gpu_agent_dbus::{
@@ -127,8 +128,7 @@ impl Engine {
                     return round.reply(reply, answer);
                 }
                 match self.accept(owner, *spec) {
-                    Ok(accepted) => {
-                        let info = &accepted.info;
+                    Ok((info, task)) => {
                         let token = &info.spec.client_token;
                         self.tokens.remember(
                             info.owner_uid,
@@ -137,7 +137,7 @@ impl Engine {
                             info.submitted,
                             info.submitted,
                         );
-                        round.accepted.push(Accepted { reply, ..accepted })
+                        round.accepted.push(Accepted { info, task, reply })
                     }
                     Err(e) => round.reply(reply, Err(e)),
                 }
@@ -340,9 +340,15 @@ impl Engine {
         })
     }
 
-    /// Checks a submission against this host; the task and its core spec.
-    /// A command's output and error patterns are stored expanded.
-    fn accept(&mut self, owner: u32, mut spec: SubmitSpec) -> Result<Accepted, AgentError> {
+    /// Checks a submission against this host; the task, and the core's
+    /// admission of it (the core's one schedulability check, whose refusal
+    /// is answered `Unschedulable`). A command's output and error patterns
+    /// are stored expanded.
+    fn accept(
+        &mut self,
+        owner: u32,
+        mut spec: SubmitSpec,
+    ) -> Result<(TaskInfo, Admitted), AgentError> {
         let invalid = AgentError::InvalidArgument;
         let app = self.apps.get(&spec.app).ok_or_else(|| {
             invalid(format!(
@@ -358,20 +364,19 @@ impl Engine {
             )));
         }
         let now = self.time.model_now();
-        let mut core_spec = spec.to_task(String::new(), now, now, app.clone());
+        let core_spec = spec.to_task(String::new(), now, now, app.clone());
         core_spec
             .check_on(&OnHost::new(&self.devices))
             .map_err(|(key, problem)| invalid(format!("key {key:?}: {problem}")))?;
-        if let Some(reason) = self.core.refusal(&core_spec) {
-            return Err(AgentError::Unschedulable(reason));
-        }
+        let admitted = self
+            .core
+            .admit(core_spec)
+            .map_err(AgentError::Unschedulable)?;
         let id = self.store.next_id();
-        core_spec.id = id.clone();
+        let admitted = admitted.named(&id);
         resolve_output(&mut spec, owner, &id);
-        let (reply, _) = tokio::sync::oneshot::channel();
-        Ok(Accepted {
-            spec: core_spec,
-            info: TaskInfo {
+        Ok((
+            TaskInfo {
                 id,
                 state: TaskStatus::Queued,
                 owner_uid: owner,
@@ -386,8 +391,8 @@ impl Engine {
                 clocks: None,
                 waiting: None,
             },
-            reply,
-        })
+            admitted,
+        ))
     }
 
     fn cancel(&mut self, id: &str, caller: Caller, round: &mut Round) -> Result<(), AgentError> {
