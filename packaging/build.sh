@@ -40,6 +40,9 @@ done
 plugin_packages=()
 plugin_files=()
 for manifest in plugins/*/Cargo.toml; do
+    # A workspace of its own (plugins/python, which links libpython) is
+    # not this workspace's to build or ship.
+    grep -q '^\[workspace\]' "$manifest" && continue
     read -r package lib < <(awk '
         /^\[/ { section = $0 }
         /^name *=/ {

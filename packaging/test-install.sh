@@ -54,6 +54,9 @@ fi
 # derives the same list); plain libraries and test fixtures never do.
 plugin_files=()
 for manifest in plugins/*/Cargo.toml; do
+    # A workspace of its own (plugins/python, which links libpython) is
+    # not this workspace's to build or ship.
+    grep -q '^\[workspace\]' "$manifest" && continue
     grep -q '"cdylib"' "$manifest" || continue
     lib=$(awk '
         /^\[/ { section = $0 }

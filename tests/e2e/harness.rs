@@ -24,6 +24,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("gpu-agent-policy-edl", EDL),
     ("gpu-agent-policy-mig-plan", MIG_PLAN),
 ];
+/// The `python` policy plugin (plugins/python, a workspace of its own).
+pub const PYTHON: &str = "libgpu_agent_policy_python.so";
 /// Fixture plugins (tests/fixture-plugins, never part of the product).
 pub const PANICKY: &str = "libfixture_panicky.so";
 pub const HANGING: &str = "libfixture_hanging.so";
@@ -82,6 +84,43 @@ pub fn artefacts() -> &'static Path {
         cargo_build(root, fixtures, &target_dir, profile);
         target_dir.join(profile)
     })
+}
+
+/// Builds the `python` policy plugin (plugins/python, which links libpython)
+/// into the artefacts' directory, once, and says whether it is there as
+/// [`PYTHON`]. Where Python's embedding files are missing (no
+/// `python3-config`: python3-dev is not installed) it is not built, and
+/// this says on stderr that `test` is skipped. A build that fails anyway
+/// fails the test.
+pub fn python_plugin(test: &str) -> bool {
+    static BUILT: OnceLock<bool> = OnceLock::new();
+    let built = *BUILT.get_or_init(|| {
+        let embeddable = Command::new("python3-config")
+            .args(["--embed", "--ldflags"])
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !embeddable {
+            return false;
+        }
+        let dir = artefacts();
+        let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        let manifest = root.join("plugins/python/Cargo.toml");
+        let args = ["build", "--quiet", "--locked", "--manifest-path"]
+            .into_iter()
+            .chain([manifest.to_str().expect("utf-8 path")]);
+        cargo_build(root, args, dir.parent().expect("target directory"), profile);
+        true
+    });
+    if !built {
+        eprintln!(
+            "{test}: skipped: the python policy plugin cannot be built here \
+             (no python3-config: install python3-dev)"
+        );
+    }
+    built
 }
 
 /// The directory holding the stand-in NVML library as `libnvidia-ml.so.1`
