@@ -123,11 +123,15 @@ fn daemon_adopt_holds_a_gpu_at_the_dvfs_clocks_until_release() {
         );
     }
     assert!(shows(&d, 1, clocks.core_mhz));
+    // While it runs, its energy so far (what a SPANK plugin writes into the
+    // job's record before the job ends).
+    let so_far = d.task(&id).energy_j.expect("the energy so far");
+    assert!(so_far > 0.0, "{so_far}");
     // `Release`: default clocks again, the energy measured, done.
     release(&d, &id).expect("Release");
     let done = d.task(&id);
     assert_eq!(done.state, TaskStatus::Succeeded);
-    assert!(done.energy_j.expect("energy") > 0.0, "{done:?}");
+    assert!(done.energy_j.expect("energy") >= so_far, "{done:?}");
     wait_for("GPU 1 unlocked", LIMIT, || {
         (core_clock(&d, 1) == idle).then_some(())
     });

@@ -615,7 +615,8 @@ pub struct TaskInfo {
     pub finished: Option<f64>,
     /// The command's exit code (a signal `n` reads as 128 + n).
     pub exit_code: Option<i32>,
-    /// GPU energy over its run, J.
+    /// GPU energy over its run, J; while an adopted task runs, its energy
+    /// so far.
     pub energy_j: Option<f64>,
     /// Why it failed, was rejected or lost.
     pub reason: Option<String>,

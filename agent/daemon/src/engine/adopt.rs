@@ -204,6 +204,15 @@ impl Engine {
         }
     }
 
+    /// An adopted task's energy so far while it runs, as `GetTask` and
+    /// `ListTasks` show it: what a stop stored with it plus its devices'
+    /// use since it was adopted (or restored); `None` for any other task.
+    pub(super) fn adopted_energy_so_far(&self, info: &TaskInfo) -> Option<f64> {
+        let run = self.adopted.get(&info.id)?;
+        let since_mj = self.energy_since(&info.devices, &run.energy_at_start);
+        sum_energy(info.energy_j, since_mj)
+    }
+
     /// Whether device `gpu` is adopted.
     pub(super) fn is_adopted(&self, gpu: u32) -> bool {
         self.adopted_devices().any(|d| d == gpu)

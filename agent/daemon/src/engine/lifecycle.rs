@@ -230,16 +230,36 @@ impl Engine {
 
     /// Frees `devices` at the end of a run (a task's, or an adopted job's):
     /// unlocks the clocks the run set, clears each device's current task, and
-    /// returns the energy the devices used since `energy_at_start` (mJ, the
-    /// counters read at the start), `None` where a counter could not be read.
-    /// A MIG instance is charged its share of its GPU's counter
-    /// (`Engine::energy_share`).
+    /// returns the energy the devices used since `energy_at_start`
+    /// ([`Engine::energy_since`]).
     pub(super) fn free_devices(
         &self,
         devices: &[u32],
         energy_at_start: &[Option<u64>],
         clocks_set: bool,
         round: &mut Round,
+    ) -> Option<u64> {
+        let energy_mj = self.energy_since(devices, energy_at_start);
+        for &d in devices {
+            round.notice(Notice::CurrentTask {
+                device: d,
+                task: String::new(),
+            });
+            if clocks_set {
+                unlock_clocks(d, round);
+            }
+        }
+        energy_mj
+    }
+
+    /// The energy `devices` used since `energy_at_start` (mJ, their
+    /// counters read at the start of a run), `None` where a counter could
+    /// not be read. A MIG instance is charged its share of its GPU's
+    /// counter (`Engine::energy_share`).
+    pub(super) fn energy_since(
+        &self,
+        devices: &[u32],
+        energy_at_start: &[Option<u64>],
     ) -> Option<u64> {
         let mut energy_mj = Some(0u64);
         for (i, &d) in devices.iter().enumerate() {
@@ -252,13 +272,6 @@ impl Engine {
                 }
                 _ => None,
             };
-            round.notice(Notice::CurrentTask {
-                device: d,
-                task: String::new(),
-            });
-            if clocks_set {
-                unlock_clocks(d, round);
-            }
         }
         energy_mj
     }

@@ -1080,7 +1080,8 @@ impl Engine {
     }
 
     /// The stored view of a task with core key `key` (if it has one), with
-    /// `assigned` for a queued task the policy has placed.
+    /// `assigned` for a queued task the policy has placed and a running
+    /// adopted task's energy so far.
     fn view(&self, task: &TaskInfo, key: Option<TaskKey>) -> TaskInfo {
         let mut info = task.clone();
         if info.state == TaskStatus::Queued
@@ -1091,6 +1092,9 @@ impl Engine {
             info.state = TaskStatus::Assigned;
         }
         info.waiting = key.and_then(|k| self.waiting(k));
+        if let Some(j) = self.adopted_energy_so_far(&info) {
+            info.energy_j = Some(j);
+        }
         info
     }
 }
