@@ -85,6 +85,7 @@ common_files() {
     echo "755 root:root /usr/lib/gpu-agent/slurm/epilog"
     echo "644 root:root /usr/lib/gpu-agent/slurm/common.sh"
     echo "644 root:root /etc/gpu-agent/agent.toml"
+    echo "644 root:root /etc/gpu-agent/apps.toml"
     echo "644 root:root /usr/share/man/man8/gpu-agentd.8.gz"
     for page in $gpuctl_pages; do
         echo "644 root:root /usr/share/man/man1/$page.gz"
@@ -98,6 +99,10 @@ common_files() {
         echo "644 root:root /usr/share/doc/gpu-agent/${doc#docs/}"
     done
     echo "644 root:root /usr/share/doc/gpu-agent/examples/host.toml"
+    # The fitted DVFS profiles apps.toml points to, and where they come from.
+    for file in examples/dvfs/*-apps.toml examples/dvfs/PROVENANCE.md; do
+        echo "644 root:root /usr/share/doc/gpu-agent/$file"
+    done
 }
 # The .deb: Debian's paths and modes, and what Debian requires besides.
 deb_files() {
@@ -160,9 +165,12 @@ got_rpm=$(rpm -qp --queryformat '[%{FILEMODES:perms} %{FILEUSERNAME}:%{FILEGROUP
         echo "$mode $owner $path"
     done | sort -k3)
 diff <(echo "$expected_rpm") <(echo "$got_rpm") || fail "the rpm's files differ from the expected list (< expected, > packaged)"
-[ "$(rpm -qp --configfiles "$rpm")" = /etc/gpu-agent/agent.toml ] || fail "agent.toml is not the rpm's one config file"
-rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" | grep -qx 'cn /etc/gpu-agent/agent.toml' ||
-    fail "agent.toml is not %config(noreplace)"
+[ "$(rpm -qp --configfiles "$rpm" | sort | tr '\n' ' ')" = "/etc/gpu-agent/agent.toml /etc/gpu-agent/apps.toml " ] ||
+    fail "agent.toml and apps.toml are not the rpm's config files: $(rpm -qp --configfiles "$rpm")"
+for conf in agent.toml apps.toml; do
+    rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" | grep -qx "cn /etc/gpu-agent/$conf" ||
+        fail "$conf is not %config(noreplace)"
+done
 scripts=$(rpm -qp --scripts "$rpm")
 for expected in "groupadd --system" "systemctl enable gpu-agent.service" \
     "systemctl reload gpu-agent.service" "systemctl disable gpu-agent.service"; do
@@ -209,8 +217,17 @@ for dir in /usr/lib/gpu-agent /usr/lib/gpu-agent/plugins /usr/lib/gpu-agent/slur
     /usr/share/doc/gpu-agent/examples; do
     [ "$(stat -c '%a %U:%G' "$dir")" = "755 root:root" ] || fail "$dir: $(stat -c '%a %U:%G' "$dir"), expected 755 root:root"
 done
-dpkg-query -W -f '${Conffiles}\n' gpu-agent | grep -q '^ /etc/gpu-agent/agent.toml ' || fail "agent.toml is not a conffile"
-cmp -s packaging/agent.toml /etc/gpu-agent/agent.toml || fail "/etc/gpu-agent/agent.toml is not packaging/agent.toml"
+for conf in agent.toml apps.toml; do
+    dpkg-query -W -f '${Conffiles}\n' gpu-agent | grep -q "^ /etc/gpu-agent/$conf " || fail "$conf is not a conffile"
+    cmp -s "packaging/$conf" "/etc/gpu-agent/$conf" || fail "/etc/gpu-agent/$conf is not packaging/$conf"
+done
+# The shipped apps.toml holds no profile, and each fitted example it points
+# to reads as a profile file (gpuctl dvfs show lists the known names).
+gpuctl dvfs show nope --apps /etc/gpu-agent/apps.toml 2>&1 | grep -q 'known: default$' ||
+    fail "/etc/gpu-agent/apps.toml: $(gpuctl dvfs show nope --apps /etc/gpu-agent/apps.toml 2>&1)"
+for apps in /usr/share/doc/gpu-agent/examples/dvfs/*-apps.toml; do
+    gpuctl dvfs show BlackScholes --apps "$apps" >/dev/null || fail "$apps is not a profile file"
+done
 for group in gpu-agent gpu-agent-admin; do
     getent group "$group" >/dev/null || fail "group $group was not created"
 done
