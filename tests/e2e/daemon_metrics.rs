@@ -1,13 +1,15 @@
 //! `/metrics`: a scrape of a daemon on the bundled mock host, in the
 //! classic text format (checked by `promtool check metrics` where it is
-//! installed; CI installs it) and in OpenMetrics for a scraper that asks.
+//! installed; CI installs it) and in OpenMetrics for a scraper that asks;
+//! every series labelled with the node (the host name, or `metrics_node`);
+//! adopted Slurm jobs' energy by job id while they run and after.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use gpu_agent_dbus::TaskStatus;
+use gpu_agent_dbus::{AdoptSpec, TaskStatus};
 
 use crate::daemon::{spec, wait_for, Daemon, Settings};
 
@@ -41,18 +43,26 @@ fn daemon_metrics_scrape_passes_promtool() {
     let (head, body) = get(&addr, "/metrics", "*/*");
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    // Without metrics_node, the node is the host's name.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let node = format!("node=\"{}\"", host.trim());
     for line in [
-        "gpu_agent_tasks{state=\"succeeded\"} 1",
-        "gpu_agent_submit_duration_seconds_count 1",
-        "# TYPE gpu_agent_policy_faults_total counter",
-        "# TYPE gpu_agent_gpu_energy_joules gauge",
-        "gpu_agent_gpu_power_watts{gpu=\"3\",",
+        format!("gpu_agent_tasks{{{node},state=\"succeeded\"}} 1"),
+        format!("gpu_agent_submit_duration_seconds_count{{{node}}} 1"),
+        "# TYPE gpu_agent_policy_faults_total counter".into(),
+        "# TYPE gpu_agent_gpu_energy_joules gauge".into(),
+        format!("gpu_agent_gpu_power_watts{{{node},gpu=\"3\","),
     ] {
-        assert!(body.contains(line), "{line} not in the scrape:\n{body}");
+        assert!(body.contains(&line), "{line} not in the scrape:\n{body}");
+    }
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.contains(&node), "{line}: no {node}");
     }
     lint(&body);
 
-    // Every series the shipped Grafana dashboard queries is in the scrape.
+    // Every series the shipped Grafana dashboard queries is in the scrape
+    // (the Slurm jobs' once a job is adopted:
+    // daemon_metrics_show_each_adopted_slurm_jobs_energy).
     let dashboard = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../packaging/grafana/gpu-agent-dashboard.json"),
@@ -68,6 +78,7 @@ fn daemon_metrics_scrape_passes_promtool() {
             &rest[..end]
         })
         .collect();
+    names.retain(|name| !name.starts_with("gpu_agent_slurm_job_"));
     names.sort_unstable();
     names.dedup();
     assert!(names.len() >= 10, "{names:?}");
@@ -144,7 +155,7 @@ fn metrics_addr(d: &Daemon) -> String {
 #[test]
 fn daemon_metrics_show_each_mig_instance() {
     let d = Daemon::start_with(Settings {
-        config: Some("metrics_listen = \"127.0.0.1:0\"\n".into()),
+        config: Some("metrics_listen = \"127.0.0.1:0\"\nmetrics_node = \"gpu07\"\n".into()),
         host: Some(
             "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n\
              [[gpu]]\nmodel = \"T4\"\nspeed = 1\n"
@@ -156,7 +167,9 @@ fn daemon_metrics_show_each_mig_instance() {
     let (head, body) = get(&addr, "/metrics", "*/*");
     assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
     for device in ["2", "3"] {
-        let online = format!("gpu_agent_mig_online{{device=\"{device}\",gpu=\"0\",uuid=\"MIG-");
+        let online = format!(
+            "gpu_agent_mig_online{{node=\"gpu07\",device=\"{device}\",gpu=\"0\",uuid=\"MIG-"
+        );
         let line = body
             .lines()
             .find(|l| l.starts_with(&online))
@@ -166,7 +179,7 @@ fn daemon_metrics_show_each_mig_instance() {
             "{line}"
         );
         for family in ["gpu_agent_mig_busy", "gpu_agent_mig_memory_bytes"] {
-            let series = format!("{family}{{device=\"{device}\",gpu=\"0\",");
+            let series = format!("{family}{{node=\"gpu07\",device=\"{device}\",gpu=\"0\",");
             assert!(
                 body.contains(&series),
                 "{series} not in the scrape:\n{body}"
@@ -174,11 +187,94 @@ fn daemon_metrics_show_each_mig_instance() {
         }
     }
     assert!(
-        body.contains("gpu_agent_gpu_online{gpu=\"0\",")
-            && !body.contains("gpu_agent_gpu_busy{gpu=\"2\""),
+        body.contains("gpu_agent_gpu_online{node=\"gpu07\",gpu=\"0\",")
+            && !body.contains("gpu_agent_gpu_busy{node=\"gpu07\",gpu=\"2\""),
         "the split GPU is a gpu_ series, its instances are not:\n{body}"
     );
     lint(&body);
+}
+
+/// The value of the series whose line starts with `series` (name and
+/// labels) in `body`, if there is one.
+fn value(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.parse().expect("a number"))
+}
+
+/// An adopted Slurm job's energy by its job id: while it runs, growing
+/// with its GPU's counter; after its release, the energy its task
+/// recorded and `running` 0. An adoption that is no Slurm job's has none.
+/// The scrape lints clean, and every series the dashboard's job row
+/// queries is in it.
+#[test]
+fn daemon_metrics_show_each_adopted_slurm_jobs_energy() {
+    let d = Daemon::start_with(Settings {
+        config: Some("metrics_listen = \"127.0.0.1:0\"\nmetrics_node = \"gpu07\"\n".into()),
+        ..Settings::default()
+    });
+    let addr = metrics_addr(&d);
+    let deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3600.0;
+    let adopt = |gpu: u32, external_id: &str| {
+        let spec = AdoptSpec {
+            devices: vec![gpu],
+            external_id: external_id.into(),
+            owner_uid: 4321,
+            app: "default".into(),
+            deadline,
+        };
+        d.block_on(d.proxy().adopt(spec.to_dict())).expect("Adopt")
+    };
+    let job = adopt(1, "slurm:4242");
+    let other = adopt(2, "pbs:17");
+    let energy = format!(
+        "gpu_agent_slurm_job_energy_joules{{node=\"gpu07\",slurm_job_id=\"4242\",task=\"{job}\"}}"
+    );
+    let running = format!(
+        "gpu_agent_slurm_job_running{{node=\"gpu07\",slurm_job_id=\"4242\",task=\"{job}\"}}"
+    );
+    // The mock GPU draws power: its job's energy grows while it runs.
+    let first = wait_for("the job's energy above 0", Duration::from_secs(30), || {
+        let (_, body) = get(&addr, "/metrics", "*/*");
+        value(&body, &energy).filter(|&j| j > 0.0)
+    });
+    let (_, body) = get(&addr, "/metrics", "*/*");
+    assert_eq!(value(&body, &running), Some(1.0), "{body}");
+    assert!(!body.contains(&other), "{other} is no Slurm job's:\n{body}");
+    lint(&body);
+    wait_for("the job's energy to grow", Duration::from_secs(30), || {
+        let (_, body) = get(&addr, "/metrics", "*/*");
+        value(&body, &energy).filter(|&j| j > first)
+    });
+
+    d.block_on(d.proxy().release(&job)).expect("Release");
+    let recorded = d
+        .wait_state(&job, TaskStatus::Succeeded, Duration::from_secs(30))
+        .energy_j
+        .expect("the job's energy");
+    let (_, body) = get(&addr, "/metrics", "*/*");
+    assert_eq!(value(&body, &running), Some(0.0), "{body}");
+    let shown = value(&body, &energy).expect("the ended job's energy");
+    assert!(
+        (shown - recorded).abs() <= 1e-9 * recorded,
+        "{shown} J shown, {recorded} J recorded"
+    );
+    lint(&body);
+    let dashboard = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../packaging/grafana/gpu-agent-dashboard.json"),
+    )
+    .unwrap();
+    for name in [
+        "gpu_agent_slurm_job_energy_joules",
+        "gpu_agent_slurm_job_running",
+    ] {
+        assert!(dashboard.contains(name), "the dashboard lacks {name}");
+    }
 }
 
 /// `Metrics()`.
@@ -201,9 +297,10 @@ fn page(d: &Daemon, state: &str, from: u64, limit: u32) -> (Vec<String>, u64) {
 /// The `gpu_agent_tasks` gauge for `state` in a scrape of `addr`.
 fn tasks_gauge(addr: &str, state: &str) -> f64 {
     let (_, body) = get(addr, "/metrics", "text/plain");
-    let series = format!("gpu_agent_tasks{{state=\"{state}\"}} ");
+    let series = format!(",state=\"{state}\"}} ");
     body.lines()
-        .find_map(|l| l.strip_prefix(series.as_str()))
+        .filter(|l| l.starts_with("gpu_agent_tasks{"))
+        .find_map(|l| Some(l.split_once(series.as_str())?.1))
         .unwrap_or_else(|| panic!("no {series} in\n{body}"))
         .parse()
         .unwrap()
@@ -358,4 +455,111 @@ fn sqlite(db: &std::path::Path, sql: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The fleet scrape config of docs/metrics.md ("Many nodes": prometheus.yml
+/// and its file_sd targets file) passes `promtool check config`, and every
+/// PromQL query of that page and of the shipped dashboard (its variables
+/// given values) passes `promtool check rules`.
+#[test]
+fn metrics_docs_scrape_config_and_queries_pass_promtool() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/metrics.md")).unwrap();
+    let fleet = doc
+        .split_once("\n## Many nodes\n")
+        .expect("metrics.md has Many nodes")
+        .1;
+    // The fenced blocks of `lang` in `text`.
+    let blocks = |lang: &str| -> Vec<String> {
+        fleet
+            .split(&format!("```{lang}\n"))
+            .skip(1)
+            .map(|rest| {
+                rest.split_once("```")
+                    .expect("a closed block")
+                    .0
+                    .to_string()
+            })
+            .collect()
+    };
+    let yaml = blocks("yaml");
+    let config = yaml
+        .iter()
+        .find(|b| b.starts_with("# prometheus.yml\n"))
+        .expect("the prometheus.yml block");
+    let targets = yaml
+        .iter()
+        .find(|b| b.starts_with("# /etc/prometheus/gpu-agent-nodes.yml"))
+        .expect("the targets file block");
+    let dir = tempfile::tempdir().unwrap();
+    let targets_file = dir.path().join("gpu-agent-nodes.yml");
+    std::fs::write(&targets_file, targets).unwrap();
+    let config = config.replace(
+        "/etc/prometheus/gpu-agent-nodes.yml",
+        &targets_file.display().to_string(),
+    );
+    assert_ne!(&config, &yaml[0], "the config names the targets file");
+    std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
+
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("packaging/grafana/gpu-agent-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut queries: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| t["expr"].as_str().expect("an expr").to_string())
+        .collect();
+    assert!(queries.len() >= 12, "{queries:?}");
+    for block in blocks("text") {
+        queries.extend(
+            block
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .map(String::from),
+        );
+    }
+    let rules: String = queries
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let q = q.replace("$node", ".*").replace("$__range", "1h");
+            format!(
+                "      - record: dashboard:query{i}\n        expr: {}\n",
+                serde_json::to_string(&q).unwrap()
+            )
+        })
+        .collect();
+    std::fs::write(
+        dir.path().join("rules.yml"),
+        format!("groups:\n  - name: queries\n    rules:\n{rules}"),
+    )
+    .unwrap();
+
+    for (what, args) in [
+        ("config", ["check", "config", "prometheus.yml"]),
+        ("rules", ["check", "rules", "rules.yml"]),
+    ] {
+        match Command::new("promtool")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+        {
+            Ok(out) => assert!(
+                out.status.success(),
+                "promtool check {what}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI installs promtool (.ci/run): {e}"
+                );
+                println!("promtool not installed ({e}); {what} not checked");
+            }
+        }
+    }
 }

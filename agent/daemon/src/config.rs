@@ -153,6 +153,8 @@ pub struct Config {
     pub policy_budget: std::time::Duration,
     /// Where `/metrics` is served (Prometheus); `None`: nowhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The `node` label of every `/metrics` series; `None`: the host name.
+    pub metrics_node: Option<String>,
     /// `[policies.NAME]` tables: the parameters each policy is built with
     /// (checked against the plugin once it is loaded).
     pub policies: BTreeMap<String, Vec<Setting>>,
@@ -277,6 +279,7 @@ impl Default for Config {
             idle_clocks: IdleClocks::Default,
             policy_budget: crate::policy_thread::DEFAULT_BUDGET,
             metrics_listen: None,
+            metrics_node: None,
             policies: BTreeMap::new(),
             mig: MigSettings::default(),
             slurm: SlurmSettings::default(),
@@ -299,6 +302,7 @@ struct RawConfig {
     idle_clocks: Option<Spanned<String>>,
     policy_budget_ms: Option<Spanned<i64>>,
     metrics_listen: Option<Spanned<String>>,
+    metrics_node: Option<Spanned<String>>,
     policies: Option<BTreeMap<String, BTreeMap<String, Spanned<toml::Value>>>>,
     mig: Option<RawMig>,
     slurm: Option<RawSlurm>,
@@ -436,13 +440,14 @@ impl Config {
     /// `cancel_grace_s`, `idle_clocks`, `apps` and `policy_budget_ms` take
     /// effect at `Reload`; the budget for the policies built from then on,
     /// the profiles for the tasks submitted and jobs adopted from then on.)
-    pub const START_ONLY_KEYS: [&'static str; 8] = [
+    pub const START_ONLY_KEYS: [&'static str; 9] = [
         "policy",
         "state_dir",
         "mock",
         "bus",
         "time_scale",
         "metrics_listen",
+        "metrics_node",
         "mig",
         "slurm",
     ];
@@ -456,6 +461,7 @@ impl Config {
             self.bus != other.bus,
             self.time_scale != other.time_scale,
             self.metrics_listen != other.metrics_listen,
+            self.metrics_node != other.metrics_node,
             self.mig != other.mig,
             self.slurm != other.slurm,
         ];
@@ -509,6 +515,24 @@ impl Config {
                 })
             })
             .transpose()?;
+        let metrics_node = raw
+            .metrics_node
+            .map(|v| {
+                if v.get_ref().trim().is_empty() {
+                    Err(InputError::at(
+                        path,
+                        Some(line_of(text, v.span().start)),
+                        Some("metrics_node".into()),
+                        format!(
+                            "expected the node's name (leave it out for the host name), got {:?}",
+                            v.get_ref()
+                        ),
+                    ))
+                } else {
+                    Ok(v.into_inner())
+                }
+            })
+            .transpose()?;
         let mut policies = BTreeMap::new();
         for (name, table) in raw.policies.unwrap_or_default() {
             let mut settings = Vec::new();
@@ -538,6 +562,7 @@ impl Config {
         let d = Config::default();
         Ok(Config {
             metrics_listen,
+            metrics_node,
             policy: raw.policy,
             plugin_dir: raw.plugin_dir.map(anchor),
             state_dir: raw.state_dir.map_or(d.state_dir, anchor),
@@ -659,6 +684,7 @@ mod tests {
         let text = "policy = \"greedy-eft\"\nplugin_dir = \"plugins\"\nstate_dir = \"/srv/state\"\n\
                     mock = \"host.toml\"\nbus = \"session\"\ntime_scale = 50.0\napps = \"/etc/apps.toml\"\n\
                     keep_tasks_on_stop = true\ncancel_grace_s = 0\nmetrics_listen = \"127.0.0.1:9464\"\n\
+                    metrics_node = \"gpu01\"\n\
                     idle_clocks = \"min\"\npolicy_budget_ms = 250\n[policies.sa-greedy]\nbudget_ms = 50\nt0 = \"auto\"\n";
         let c = Config::parse(Path::new("/etc/gpu-agent/agent.toml"), text).unwrap();
         assert_eq!(
@@ -676,18 +702,19 @@ mod tests {
                 idle_clocks: IdleClocks::Min,
                 policy_budget: std::time::Duration::from_millis(250),
                 metrics_listen: Some("127.0.0.1:9464".parse().unwrap()),
+                metrics_node: Some("gpu01".into()),
                 policies: [(
                     "sa-greedy".to_string(),
                     vec![
                         Setting {
                             key: "budget_ms".into(),
                             value: ParamValue::Int(50),
-                            line: 14,
+                            line: 15,
                         },
                         Setting {
                             key: "t0".into(),
                             value: ParamValue::Str("auto".into()),
-                            line: 15,
+                            line: 16,
                         },
                     ]
                 )]
@@ -701,6 +728,12 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "a.toml:2: metrics_listen: expected an address and port such as \"127.0.0.1:9464\", got \"localhost\""
+        );
+        assert_eq!(
+            Config::parse(Path::new("a.toml"), "\n\nmetrics_node = \" \"\n")
+                .unwrap_err()
+                .to_string(),
+            "a.toml:3: metrics_node: expected the node's name (leave it out for the host name), got \" \""
         );
         assert_eq!(
             Config::parse(Path::new("a.toml"), "").unwrap(),
@@ -791,6 +824,7 @@ mod tests {
             time_scale: 3.0,
             apps: Some("a".into()),
             metrics_listen: Some("[::1]:9464".parse().unwrap()),
+            metrics_node: Some("gpu01".into()),
             mig: MigSettings {
                 allow_policy: true,
                 ..MigSettings::default()

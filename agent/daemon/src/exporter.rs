@@ -7,8 +7,10 @@
 //! histograms and counters ([`Telemetry`], `telemetry.rs`) are kept by the parts that see the
 //! events (the bus service times `Submit`, the engine times the policy's
 //! decisions and counts its faults). Names follow Prometheus conventions:
-//! the `gpu_agent_` prefix, base units as suffixes, `_total` counters. See
-//! docs/metrics.md.
+//! the `gpu_agent_` prefix, base units as suffixes, `_total` counters. Every
+//! series carries the `node` label (`metrics_node`, default the host name),
+//! so that a fleet's series are told apart by the name Slurm and the admin
+//! use for the host. See docs/metrics.md.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -23,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::devices;
-use crate::engine::{Census, Request};
+use crate::engine::{Census, JobEnergy, Request};
 use crate::states::Health;
 use crate::telemetry::Telemetry;
 use gpu_agent_backend::GpuBackend;
@@ -32,17 +34,22 @@ use gpu_agent_core::host::{DeviceSpec, Partition};
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// What one scrape shows, in the text format. `uuids`: each GPU's UUID as
-/// read when the exporter started, the label of a GPU that no longer
-/// answers (so that its series go on through a failure).
+/// What one scrape shows, in the text format, every series labelled
+/// `node`. `uuids`: each GPU's UUID as read when the exporter started, the
+/// label of a GPU that no longer answers (so that its series go on through
+/// a failure).
 pub fn render(
+    node: &str,
     backend: &dyn GpuBackend,
     specs: &[DeviceSpec],
     uuids: &[String],
     census: &Census,
     telemetry: &Telemetry,
 ) -> String {
-    let mut registry = Registry::with_prefix("gpu_agent");
+    let mut registry = Registry::with_prefix_and_labels(
+        "gpu_agent",
+        [("node".into(), node.to_string().into())].into_iter(),
+    );
     let gauge = |registry: &mut Registry, name: &str, help: &str, unit: Option<Unit>| {
         let family = Family::<Labels, FloatGauge>::default();
         match unit {
@@ -130,6 +137,7 @@ pub fn render(
         device_state(&busy, &online, labels, census, spec.index as usize);
     }
     mig_series(&mut registry, backend, census);
+    job_series(&mut registry, backend, &census.jobs);
     let tasks = gauge(&mut registry, "tasks", "Tasks by state", None);
     for (state, n) in &census.tasks {
         tasks
@@ -215,6 +223,38 @@ fn mig_series(registry: &mut Registry, backend: &dyn GpuBackend, census: &Census
     }
 }
 
+/// The `slurm_job_` series: each adopted Slurm job, and each that ended in
+/// the last ten minutes (`engine::adopt::RECENT_JOB_S`), labelled with its
+/// Slurm job id and the agent's task id. A running job's energy reads its
+/// GPUs' counters now.
+fn job_series(registry: &mut Registry, backend: &dyn GpuBackend, jobs: &[JobEnergy]) {
+    let energy = Family::<Labels, FloatGauge>::default();
+    registry.register_with_unit(
+        "slurm_job_energy",
+        "GPU energy of an adopted Slurm job so far (its GPUs' counters since it was adopted; its share of a MIG instance's GPU)",
+        Unit::Joules,
+        energy.clone(),
+    );
+    let running = Family::<Labels, FloatGauge>::default();
+    registry.register(
+        "slurm_job_running",
+        "1 while a Slurm job's GPUs are adopted; 0 for ten minutes after its release",
+        running.clone(),
+    );
+    for job in jobs {
+        let labels: Labels = vec![
+            ("slurm_job_id".into(), job.job.to_string()),
+            ("task".into(), job.task.clone()),
+        ];
+        if let Some(j) = job.energy_j(|gpu| backend.energy_mj(gpu).ok().flatten()) {
+            energy.get_or_create(&labels).set(j);
+        }
+        running
+            .get_or_create(&labels)
+            .set(if job.running { 1.0 } else { 0.0 });
+    }
+}
+
 /// Device `i`'s busy series (1 while a task runs on it) and its online
 /// series, labelled with its health (`ok` where the census has none).
 fn device_state(
@@ -261,8 +301,20 @@ pub fn classic(text: &str) -> String {
     out
 }
 
-/// Serves `/metrics` on `addr` until the task is aborted.
+/// The host's name, the `node` label when `metrics_node` is not set;
+/// `"localhost"` if the system has none to give.
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Serves `/metrics` on `addr` until the task is aborted, every series
+/// labelled `node`.
 pub async fn serve(
+    node: String,
     listener: TcpListener,
     backend: Arc<dyn GpuBackend>,
     specs: Vec<DeviceSpec>,
@@ -280,6 +332,7 @@ pub async fn serve(
             })
             .collect(),
     );
+    let node: Arc<str> = node.into();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok(slot) = slots.clone().acquire_owned().await else {
@@ -293,7 +346,8 @@ pub async fn serve(
                 continue;
             }
         };
-        let (backend, specs, uuids, engine, telemetry) = (
+        let (node, backend, specs, uuids, engine, telemetry) = (
+            node.clone(),
             backend.clone(),
             specs.clone(),
             uuids.clone(),
@@ -307,7 +361,7 @@ pub async fn serve(
                     let census = census(&engine).await;
                     let body = match census {
                         Some(census) => tokio::task::spawn_blocking(move || {
-                            render(&*backend, &specs, &uuids, &census, &telemetry)
+                            render(&node, &*backend, &specs, &uuids, &census, &telemetry)
                         })
                         .await
                         .ok(),
@@ -411,6 +465,7 @@ fn response(status: &str, content_type: &str, body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Meter;
 
     #[test]
     fn classic_text_names_counters_by_their_samples() {
@@ -448,34 +503,43 @@ mod tests {
             busy: vec![true],
             health: vec!["xid 79: GPU has fallen off the bus".into()],
             devices: host.devices.clone(),
+            jobs: vec![],
         };
         let uuid = mock.device_info(0).unwrap().uuid;
-        let text = classic(&render(&mock, &host.devices, &[], &census, &telemetry));
+        let text = classic(&render(
+            "gpu01",
+            &mock,
+            &host.devices,
+            &[],
+            &census,
+            &telemetry,
+        ));
         for line in [
             "# TYPE gpu_agent_gpu_power_watts gauge",
-            "gpu_agent_gpu_memory_bytes{gpu=\"0\",",
-            "gpu_agent_gpu_busy{gpu=\"0\",",
+            "gpu_agent_gpu_memory_bytes{node=\"gpu01\",gpu=\"0\",",
+            "gpu_agent_gpu_busy{node=\"gpu01\",gpu=\"0\",",
             "health=\"xid 79: GPU has fallen off the bus\"} 0.0",
-            "gpu_agent_tasks{state=\"running\"} 1.0",
-            "gpu_agent_queue_length{queue=\"pending\"} 2.0",
-            "gpu_agent_queue_length{queue=\"local\"} 3.0",
-            "gpu_agent_submit_duration_seconds_count 1",
+            "gpu_agent_tasks{node=\"gpu01\",state=\"running\"} 1.0",
+            "gpu_agent_queue_length{node=\"gpu01\",queue=\"pending\"} 2.0",
+            "gpu_agent_queue_length{node=\"gpu01\",queue=\"local\"} 3.0",
+            "gpu_agent_submit_duration_seconds_count{node=\"gpu01\"} 1",
             "# TYPE gpu_agent_policy_faults_total counter",
-            "gpu_agent_policy_faults_total 1",
-            "gpu_agent_policy_decision_duration_seconds_count 0",
+            "gpu_agent_policy_faults_total{node=\"gpu01\"} 1",
+            "gpu_agent_policy_decision_duration_seconds_count{node=\"gpu01\"} 0",
         ] {
             assert!(text.contains(line), "{line} not in:\n{text}");
         }
         // A GPU that no longer answers keeps the UUID it had.
         mock.inject(0, gpu_agent_backend::mock::Fault::GpuLost);
         let text = classic(&render(
+            "gpu01",
             &mock,
             &host.devices,
             std::slice::from_ref(&uuid),
             &census,
             &telemetry,
         ));
-        let online = format!("gpu_agent_gpu_online{{gpu=\"0\",uuid=\"{uuid}\",");
+        let online = format!("gpu_agent_gpu_online{{node=\"gpu01\",gpu=\"0\",uuid=\"{uuid}\",");
         assert!(text.contains(&online), "{online} not in:\n{text}");
     }
 
@@ -503,8 +567,10 @@ mod tests {
             busy: vec![false, false, true],
             health: vec!["mig".into(), "no-uuid".into(), "ok".into()],
             devices: host.devices.clone(),
+            jobs: vec![],
         };
         let text = classic(&render(
+            "n",
             &mock,
             &physical,
             &[],
@@ -516,15 +582,15 @@ mod tests {
         assert!(a.starts_with("MIG-") && b.starts_with("MIG-") && a != b);
         for line in [
             "# TYPE gpu_agent_mig_busy gauge".to_string(),
-            format!("gpu_agent_mig_busy{{device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\"}} 0.0"),
-            format!("gpu_agent_mig_busy{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} 1.0"),
-            format!("gpu_agent_mig_online{{device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\",health=\"no-uuid\"}} 0.0"),
-            format!("gpu_agent_mig_online{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\",health=\"ok\"}} 1.0"),
-            "gpu_agent_gpu_online{gpu=\"0\",".to_string(),
+            format!("gpu_agent_mig_busy{{node=\"n\",device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\"}} 0.0"),
+            format!("gpu_agent_mig_busy{{node=\"n\",device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} 1.0"),
+            format!("gpu_agent_mig_online{{node=\"n\",device=\"1\",gpu=\"0\",uuid=\"{a}\",profile=\"3g.20gb\",health=\"no-uuid\"}} 0.0"),
+            format!("gpu_agent_mig_online{{node=\"n\",device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\",health=\"ok\"}} 1.0"),
+            "gpu_agent_gpu_online{node=\"n\",gpu=\"0\",".to_string(),
         ] {
             assert!(text.contains(&line), "{line} not in:\n{text}");
         }
-        let memory = format!("gpu_agent_mig_memory_bytes{{device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} ");
+        let memory = format!("gpu_agent_mig_memory_bytes{{node=\"n\",device=\"2\",gpu=\"0\",uuid=\"{b}\",profile=\"3g.20gb\"}} ");
         let bytes: f64 = text
             .lines()
             .find_map(|l| l.strip_prefix(&memory))
@@ -536,6 +602,109 @@ mod tests {
             "{bytes}"
         );
         // The instances are not `gpu_` series.
-        assert!(!text.contains("gpu_agent_gpu_busy{gpu=\"1\""), "{text}");
+        assert!(
+            !text.contains("gpu_agent_gpu_busy{node=\"n\",gpu=\"1\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_scrape_shows_each_slurm_job_with_its_energy_so_far() {
+        let host = gpu_agent_hostspec::host::parse(
+            std::path::Path::new("host.toml"),
+            "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\nmig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n\n[[gpu]]\nmodel = \"T4\"\nspeed = 1\n",
+        )
+        .unwrap();
+        let clock = Arc::new(gpu_agent_backend::mock::VirtualClock::new());
+        let mock = gpu_agent_backend::mock::MockBackend::new(&host, clock.clone());
+        // An hour at idle power: both counters well past 7000 mJ.
+        clock.advance(3600.0);
+        let counter = |gpu| mock.energy_mj(gpu).unwrap().unwrap();
+        let (a100, t4) = (counter(0), counter(1));
+        let job = |job, task: &str, running, energy_j, meters| JobEnergy {
+            job,
+            task: task.into(),
+            running,
+            energy_j,
+            meters,
+            ended: (!running).then_some(1.0e9),
+        };
+        let census = Census {
+            jobs: vec![
+                // On the T4 since its counter read 2000 mJ less, 5 J stored
+                // before a stop: 5 + 2 J.
+                job(
+                    41,
+                    "t3",
+                    true,
+                    Some(5.0),
+                    vec![Meter {
+                        gpu: 1,
+                        at_start_mj: Some(t4 - 2000),
+                        share: 1.0,
+                    }],
+                ),
+                // On a 3g.20gb instance (3 of the A100's 7 slices) since
+                // its GPU's counter read 7000 mJ less: 3 J.
+                job(
+                    42,
+                    "t4",
+                    true,
+                    None,
+                    vec![Meter {
+                        gpu: 0,
+                        at_start_mj: Some(a100 - 7000),
+                        share: 3.0 / 7.0,
+                    }],
+                ),
+                job(40, "t1", false, Some(123.5), vec![]),
+                // A counter that could not be read: no energy series.
+                job(
+                    43,
+                    "t5",
+                    true,
+                    None,
+                    vec![Meter {
+                        gpu: 1,
+                        at_start_mj: None,
+                        share: 1.0,
+                    }],
+                ),
+            ],
+            ..Census::default()
+        };
+        let text = classic(&render(
+            "gpu07",
+            &mock,
+            &[],
+            &[],
+            &census,
+            &Telemetry::default(),
+        ));
+        let value = |series: &str| -> Option<f64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+                .map(|v| v.parse().unwrap())
+        };
+        let series = |name: &str, job: u32, task: &str| {
+            format!("gpu_agent_slurm_job_{name}{{node=\"gpu07\",slurm_job_id=\"{job}\",task=\"{task}\"}}")
+        };
+        let close = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() < 1e-9);
+        assert!(
+            close(value(&series("energy_joules", 41, "t3")), 7.0),
+            "{text}"
+        );
+        assert!(
+            close(value(&series("energy_joules", 42, "t4")), 3.0),
+            "{text}"
+        );
+        assert!(
+            close(value(&series("energy_joules", 40, "t1")), 123.5),
+            "{text}"
+        );
+        assert_eq!(value(&series("energy_joules", 43, "t5")), None, "{text}");
+        assert_eq!(value(&series("running", 41, "t3")), Some(1.0), "{text}");
+        assert_eq!(value(&series("running", 40, "t1")), Some(0.0), "{text}");
+        assert_eq!(value(&series("running", 43, "t5")), Some(1.0), "{text}");
     }
 }

@@ -340,7 +340,10 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         if let Ok(addr) = listener.local_addr() {
             log::info!("serving Prometheus metrics at http://{addr}/metrics");
         }
+        let node = cfg.metrics_node.clone().unwrap_or_else(exporter::host_name);
+        log::info!("metrics: every series is labelled node=\"{node}\"");
         tokio::spawn(exporter::serve(
+            node,
             listener,
             backend.clone(),
             devices

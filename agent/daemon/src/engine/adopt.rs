@@ -43,7 +43,102 @@ pub(super) struct Adopted {
     clocks_set: bool,
 }
 
+/// A Slurm job's adoption as `/metrics` shows it (docs/metrics.md, "Slurm
+/// jobs"): one that runs, or one that ended less than [`RECENT_JOB_S`] ago.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobEnergy {
+    /// The Slurm job id (its adoption's external id is `slurm:ID`).
+    pub job: u64,
+    /// The agent's task id.
+    pub task: String,
+    /// Whether it still runs.
+    pub running: bool,
+    /// Its energy in J: all of it once it ended; while it runs, what was
+    /// stored before a stop, to which [`JobEnergy::energy_j`] adds what the
+    /// meters counted since.
+    pub energy_j: Option<f64>,
+    /// While it runs: what its devices' GPU counters read when it got them
+    /// (empty once it ended).
+    pub meters: Vec<Meter>,
+    /// When it ended (unix s); `None` while it runs.
+    pub ended: Option<f64>,
+}
+
+/// One device of a running adopted job: its GPU's energy counter when the
+/// job got it, and the share of the counter's increase it is charged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Meter {
+    /// The physical GPU whose counter it reads.
+    pub gpu: u32,
+    /// That counter when the job got the device (mJ); `None` if unread.
+    pub at_start_mj: Option<u64>,
+    /// Compute slices / 7 on a MIG instance, 1 on a whole GPU.
+    pub share: f64,
+}
+
+impl JobEnergy {
+    /// Its energy until now in J, reading each running meter's GPU counter
+    /// (mJ) with `counter`; unknown when one of them is.
+    pub fn energy_j(&self, counter: impl Fn(u32) -> Option<u64>) -> Option<f64> {
+        let mut since_mj = 0.0;
+        for m in &self.meters {
+            since_mj += counter(m.gpu)?.saturating_sub(m.at_start_mj?) as f64 * m.share;
+        }
+        if self.meters.is_empty() {
+            self.energy_j
+        } else {
+            Some(self.energy_j.unwrap_or(0.0) + since_mj / 1000.0)
+        }
+    }
+}
+
+/// How long an ended job stays in `/metrics` (s): several scrape intervals,
+/// so that a scrape sees its final energy.
+pub const RECENT_JOB_S: f64 = 600.0;
+/// The most ended jobs `/metrics` keeps (the oldest go first).
+const RECENT_JOBS: usize = 1024;
+
 impl Engine {
+    /// The Slurm jobs `/metrics` shows: the adopted ones, then those that
+    /// ended in the last [`RECENT_JOB_S`].
+    pub(super) fn job_energies(&mut self) -> Vec<JobEnergy> {
+        let now = self.time.unix_now();
+        while self
+            .recent_jobs
+            .front()
+            .is_some_and(|j| j.ended.is_some_and(|t| now - t > RECENT_JOB_S))
+        {
+            self.recent_jobs.pop_front();
+        }
+        let mut jobs: Vec<JobEnergy> = self
+            .adopted
+            .iter()
+            .filter_map(|(id, run)| {
+                let (info, _) = self.tasks.find(id)?;
+                Some(JobEnergy {
+                    job: super::slurm::job_of(&info.spec.external_id)?,
+                    task: id.clone(),
+                    running: true,
+                    energy_j: info.energy_j,
+                    meters: info
+                        .devices
+                        .iter()
+                        .zip(&run.energy_at_start)
+                        .map(|(&d, &at_start_mj)| Meter {
+                            gpu: self.target(d).map_or(d, |t| t.gpu),
+                            at_start_mj,
+                            share: self.energy_share(d),
+                        })
+                        .collect(),
+                    ended: None,
+                })
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.job);
+        jobs.extend(self.recent_jobs.iter().cloned());
+        jobs
+    }
+
     /// `Adopt`: checks `spec` against this host, stores the task as `id`,
     /// occupies its devices and locks their clocks. A retried `Adopt` of the
     /// same external id on the same devices answers the first id.
@@ -352,6 +447,19 @@ impl Engine {
             state,
         });
         round.ops.push(Op::put(finished.clone()));
+        if let Some(job) = super::slurm::job_of(&finished.spec.external_id) {
+            if self.recent_jobs.len() == RECENT_JOBS {
+                self.recent_jobs.pop_front();
+            }
+            self.recent_jobs.push_back(JobEnergy {
+                job,
+                task: id.to_string(),
+                running: false,
+                energy_j: finished.energy_j,
+                meters: Vec::new(),
+                ended: finished.finished,
+            });
+        }
         let devices = finished.devices.clone();
         if let Some(t) = self.tasks.find_mut(id) {
             *t = finished;

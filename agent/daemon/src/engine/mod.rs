@@ -47,7 +47,7 @@ mod time;
 mod tokens;
 mod waiting;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -79,6 +79,7 @@ use table::TaskTable;
 use tally::Tally;
 use tokens::ClientTokens;
 
+pub use adopt::{JobEnergy, Meter};
 pub use health::of_partition as health_of_partition;
 pub use mig_apply::{resumes as mig_change_resumes, MigMade, MigOptions, MigTarget};
 pub use time::Timebase;
@@ -396,6 +397,8 @@ pub struct Census {
     pub health: Vec<Health>,
     /// The devices as the GPUs' layouts stand (MIG instances included).
     pub devices: Vec<DeviceSpec>,
+    /// The adopted Slurm jobs, and those that ended lately.
+    pub jobs: Vec<JobEnergy>,
 }
 
 /// Why the engine could not start.
@@ -540,6 +543,8 @@ pub struct Engine {
     clocks: clocks::Workers,
     /// Adopted tasks, by id (`adopt.rs`).
     adopted: HashMap<String, adopt::Adopted>,
+    /// The Slurm jobs whose adoption ended lately, oldest first (`/metrics`).
+    recent_jobs: VecDeque<adopt::JobEnergy>,
     /// The thread that asks Slurm whether adopted jobs still run.
     slurm: slurm::Checker,
     /// `Adopt`s waiting for Slurm's word on the jobs holding their GPUs.
@@ -617,6 +622,7 @@ impl Engine {
             idle: vec![lifecycle::IdleLock::default(); n_devices],
             clocks: clocks::Workers::new(setup.backend.clone(), tx.clone()),
             adopted: HashMap::new(),
+            recent_jobs: VecDeque::new(),
             slurm,
             parked_adopts: Vec::new(),
             exec: Executors {
@@ -1017,7 +1023,7 @@ impl Engine {
     }
 
     /// The counts `/metrics` shows.
-    fn census(&self) -> Census {
+    fn census(&mut self) -> Census {
         let mut by_state: HashMap<TaskStatus, usize> = HashMap::new();
         let mut busy = vec![false; self.devices.len()];
         let ended = self.ended_tally();
@@ -1046,6 +1052,7 @@ impl Engine {
             busy,
             health: self.health.clone(),
             devices: self.devices.clone(),
+            jobs: self.job_energies(),
         }
     }
 
