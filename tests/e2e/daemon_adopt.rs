@@ -30,15 +30,24 @@ fn example_apps() -> std::path::PathBuf {
 
 /// [`adopt_daemon`] with more `agent.toml` lines, at `time_scale`.
 pub(crate) fn adopt_daemon_with(config: &str, time_scale: f64) -> Daemon {
-    adopt_daemon_on(&example_apps(), config, time_scale)
-}
-
-/// [`adopt_daemon_with`] on the profiles of `apps`.
-fn adopt_daemon_on(apps: &std::path::Path, config: &str, time_scale: f64) -> Daemon {
-    let d = Daemon::start_with(Settings {
-        config: Some(format!("apps = {:?}\n{config}", apps.display().to_string())),
+    adopt_daemon_in(Settings {
+        config: Some(config.into()),
         time_scale,
         ..Settings::default()
+    })
+}
+
+/// [`adopt_daemon`] with `settings` (its `config`: more `agent.toml` lines).
+pub(crate) fn adopt_daemon_in(settings: Settings) -> Daemon {
+    adopt_daemon_on(&example_apps(), settings)
+}
+
+/// [`adopt_daemon_in`] on the profiles of `apps`.
+fn adopt_daemon_on(apps: &std::path::Path, settings: Settings) -> Daemon {
+    let config = settings.config.as_deref().unwrap_or_default();
+    let d = Daemon::start_with(Settings {
+        config: Some(format!("apps = {:?}\n{config}", apps.display().to_string())),
+        ..settings
     });
     std::fs::copy(artefacts().join(EDL), d.plugin_dir().join(EDL)).expect("copy edl");
     success(&gpuctl(&d, &["reload"]));
@@ -477,7 +486,7 @@ fn daemon_adopt_reload_reads_the_apps_file_again() {
     let apps = dir.path().join("apps.toml");
     let text = std::fs::read_to_string(example_apps()).expect("the example profiles");
     std::fs::write(&apps, &text).expect("write apps.toml");
-    let d = adopt_daemon_on(&apps, "", Settings::default().time_scale);
+    let d = adopt_daemon_on(&apps, Settings::default());
     let refused = adopt(&d, &job(&[0], "slurm:60", "Fitted")).expect_err("no such profile");
     assert!(
         refused
@@ -506,4 +515,63 @@ fn daemon_adopt_reload_reads_the_apps_file_again() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&apps.display().to_string()), "{err}");
     adopt(&d, &job(&[1], "slurm:61", "Fitted")).expect("Adopt with the profiles kept");
+}
+
+/// GPU 0: an A100 split into two 3g.20gb (devices 2 and 3); GPU 1: a T4.
+const MIG_HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n\
+                        mig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n\
+                        [[gpu]]\nmodel = \"T4\"\nspeed = 1\n";
+
+#[test]
+fn daemon_adopt_on_a_mig_instance_keeps_the_agents_tasks_off_it_and_its_clocks_alone() {
+    let d = adopt_daemon_in(Settings {
+        host: Some(MIG_HOST.into()),
+        ..Settings::default()
+    });
+    // The split GPU itself: refused, naming its instances.
+    let (name, message) = dbus_error(adopt(&d, &job(&[0], "slurm:70", "BlackScholes")));
+    assert_eq!(name, format!("{ERROR}InvalidArgument"), "{message}");
+    assert!(
+        message.contains(
+            "key \"devices\": GPU 0 is split into MIG instances (devices [2, 3]); adopt the instances the job runs on"
+        ),
+        "{message}"
+    );
+    // An instance: adopted, no clocks of its own (they are GPU 0's).
+    let id = adopt(&d, &job(&[2], "slurm:71", "BlackScholes")).expect("Adopt");
+    let task = d.task(&id);
+    assert_eq!(task.state, TaskStatus::Running);
+    assert_eq!(task.devices, [2]);
+    assert_eq!(task.clocks, None, "{task:?}");
+    assert!(
+        d.stderr().contains(&format!(
+            "task {id}: adopted slurm:71 of uid 4321 on GPUs [2] (app BlackScholes"
+        )) && d
+            .stderr()
+            .contains("; MIG instances: their GPU's clocks are left alone)"),
+        "{}",
+        d.stderr()
+    );
+    // Tasks only an instance can hold (17 GB: more than the T4's 16) all
+    // run on the other instance.
+    let ids: Vec<String> = (0..4)
+        .map(|_| d.submit(&spec(600.0, 17.0, 3600.0, 1.0)).expect("Submit"))
+        .collect();
+    for t in &ids {
+        let t = d.wait_state(t, TaskStatus::Succeeded, LIMIT);
+        assert_eq!(t.devices, [3], "task {} beside the adopted instance", t.id);
+    }
+    // Released: the instance's share of GPU 0's energy, and it takes work.
+    release(&d, &id).expect("Release");
+    let done = d.task(&id);
+    assert!(done.energy_j.expect("energy") > 0.0, "{done:?}");
+    let long: Vec<String> = (0..2)
+        .map(|_| d.submit(&spec(1e6, 17.0, 1e7, 1.0)).expect("Submit"))
+        .collect();
+    let mut on: Vec<u32> = long
+        .iter()
+        .map(|t| d.wait_state(t, TaskStatus::Running, LIMIT).devices[0])
+        .collect();
+    on.sort_unstable();
+    assert_eq!(on, [2, 3]);
 }

@@ -22,6 +22,7 @@
 //! ARCHITECTURE.md, invariant 21.
 
 use gpu_agent_core::apps::{power_model, DEFAULT_APP};
+use gpu_agent_core::host::Partition;
 use gpu_agent_core::Input;
 use gpu_agent_dbus::{
     AdoptSpec, AgentError, ReleaseEnd, SubmitSpec, TaskClocks, TaskInfo, TaskStatus,
@@ -198,8 +199,13 @@ impl Engine {
             spec: task,
         };
         let id = info.id.clone();
+        let instances = if spec.devices.iter().all(|&d| self.is_whole(d)) {
+            ""
+        } else {
+            "; MIG instances: their GPU's clocks are left alone"
+        };
         log::info!(
-            "task {id}: adopted {} of uid {} on GPUs {:?} (app {}, {:.0} s to its deadline)",
+            "task {id}: adopted {} of uid {} on GPUs {:?} (app {}, {:.0} s to its deadline{instances})",
             spec.external_id,
             spec.owner_uid,
             spec.devices,
@@ -321,7 +327,8 @@ impl Engine {
             .flat_map(|(t, _)| t.devices.iter().copied())
     }
 
-    /// Refuses a device that is not this host's, or that runs something.
+    /// Refuses a device that is not this host's, a GPU split into MIG
+    /// instances (a job runs on an instance), or one that runs something.
     fn check_free(&self, gpu: u32) -> Result<(), AgentError> {
         let Some(health) = self.health.get(gpu as usize) else {
             return Err(AgentError::NoSuchDevice(format!(
@@ -329,6 +336,16 @@ impl Engine {
                 self.health.len()
             )));
         };
+        if self
+            .devices
+            .get(gpu as usize)
+            .is_some_and(|d| matches!(d.partition, Partition::Split { .. }))
+        {
+            return Err(AgentError::InvalidArgument(format!(
+                "key \"devices\": GPU {gpu} is split into MIG instances (devices {:?}); adopt the instances the job runs on",
+                self.core.devices_of_gpu(gpu)
+            )));
+        }
         if let Some((task, _)) = self
             .running
             .keys()
@@ -369,10 +386,8 @@ impl Engine {
     fn occupy(&mut self, mut info: TaskInfo, round: &mut Round) {
         let id = info.id.clone();
         let (locked, shown) = self.adopted_clocks(&info).unzip();
-        // Default clocks are not locked: nothing to restore. Nor are a MIG
-        // instance's: they are its GPU's, shared with its siblings.
-        let locked = locked
-            .filter(|&c| c != Clocks::DEFAULT && info.devices.iter().all(|&d| self.is_whole(d)));
+        // Default clocks are not locked: nothing to restore.
+        let locked = locked.filter(|&c| c != Clocks::DEFAULT);
         let clocks_set = locked.is_some();
         info.clocks = shown;
         let energy_at_start = info
@@ -480,9 +495,10 @@ impl Engine {
     /// DVFS model makes of them: Algorithm 1 (`Options::choose`) on its
     /// app's profile with the time to its deadline as the window, when the
     /// active policy is a DVFS one and the task names a profile; `None`
-    /// (default clocks) otherwise.
+    /// (default clocks) otherwise, and on a MIG instance, whose clocks are
+    /// its GPU's, shared with its siblings (`mig_devices.rs`).
     fn adopted_clocks(&self, info: &TaskInfo) -> Option<(Clocks, TaskClocks)> {
-        if info.spec.app == DEFAULT_APP {
+        if info.spec.app == DEFAULT_APP || !info.devices.iter().all(|&d| self.is_whole(d)) {
             return None;
         }
         let options = self.dvfs_options()?;
