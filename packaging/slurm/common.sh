@@ -38,7 +38,11 @@ ms() {
     echo $((($(date +%s%N) - started) / 1000000))
 }
 
-# call COMMAND...: runs it under the timeout; stdout and stderr in $out.
+# call COMMAND...: runs it under the timeout; stdout and stderr in $out
+# (or that it did not answer in time).
 call() {
     out=$(timeout "$GPU_AGENT_TIMEOUT" "$@" 2>&1)
+    status=$?
+    [ "$status" -ne 124 ] || out="no answer within $GPU_AGENT_TIMEOUT s"
+    return "$status"
 }

@@ -748,3 +748,197 @@ fn slurm_adoption_ends_with_its_job_when_the_epilog_never_reached_the_agent() {
         slurm.node_state()
     );
 }
+
+/// The site's script of docs/slurm.md ("Rolling out and removing") that
+/// slurm.conf names for `script` (prolog or epilog), as written there, with
+/// the package's path replaced by `installed` and its settings in
+/// `env_file`.
+fn site_script(script: &str, installed: &Path, env_file: &Path) -> String {
+    let doc = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .join("docs/slurm.md"),
+    )
+    .expect("read docs/slurm.md");
+    let block = doc
+        .split_once("\n## Rolling out and removing\n")
+        .and_then(|(_, rest)| rest.split_once("```shell\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("slurm.md's site script")
+        .0;
+    let package = "/usr/lib/gpu-agent/slurm/prolog";
+    assert!(
+        block.starts_with("#!/bin/sh\n") && block.contains(package),
+        "{block}"
+    );
+    block
+        .replace(package, &installed.join(script).display().to_string())
+        .replacen(
+            "#!/bin/sh\n",
+            &format!(
+                "#!/bin/sh\nGPU_AGENT_SLURM_ENV={}\nexport GPU_AGENT_SLURM_ENV\n",
+                env_file.display()
+            ),
+            1,
+        )
+}
+
+/// Copies the package's Slurm scripts (packaging/slurm) into `dir`, as the
+/// package installs them.
+fn install_scripts(dir: &Path) {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .join("packaging/slurm");
+    fs::create_dir_all(dir).expect("make the scripts' directory");
+    for (script, mode) in [("prolog", 0o755), ("epilog", 0o755), ("common.sh", 0o644)] {
+        fs::copy(scripts.join(script), dir.join(script)).expect("copy a script");
+        fs::set_permissions(dir.join(script), fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+}
+
+/// Rollout and removal (docs/slurm.md, "Rolling out and removing"):
+/// slurm.conf names the site's scripts, which run the package's where it
+/// is installed. A job is adopted through them; then with gpuctl missing,
+/// with gpu-agentd hanging (SIGSTOPped: every call cut off at
+/// GPU_AGENT_TIMEOUT), with the package's scripts removed (a purge), and
+/// with gpu-agentd stopped, each job completes with exit code 0, runs its
+/// script, and the node is never drained. Then the site's prolog itself
+/// removed: the node drains (Slurm 22.05), which the site's scripts avoid.
+#[test]
+fn slurm_jobs_complete_without_the_package_or_a_working_agent() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut d = adopt_daemon_with("", 1.0);
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    let slurm = Slurm::start(1, &env_file);
+    let installed = settings.path().join("usr-lib-gpu-agent-slurm");
+    install_scripts(&installed);
+    for script in ["prolog", "epilog"] {
+        let path = slurm.dir.path().join(script);
+        fs::write(&path, site_script(script, &installed, &env_file)).expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let app = "--comment=gpu-agent:app=BlackScholes";
+    let gpuctl = artefacts().join("gpuctl");
+    let settings_with = |gpuctl: &Path, timeout: u32| {
+        fs::write(
+            &env_file,
+            format!(
+                "DBUS_SYSTEM_BUS_ADDRESS='{}'\nGPU_AGENT_GPUCTL='{}'\nGPU_AGENT_TIMEOUT={timeout}\n",
+                d.address(),
+                gpuctl.display()
+            ),
+        )
+        .expect("write slurm.env")
+    };
+    // A job that ends by itself: COMPLETED, exit code 0, its script run,
+    // the node not drained; what the prolog logged, if anything.
+    let completes = |job: u32, case: &str| -> Option<String> {
+        slurm.finish(job);
+        let done = slurm.wait_job(job, "COMPLETED");
+        assert_eq!(
+            field(&done, "ExitCode").as_deref(),
+            Some("0:0"),
+            "{case}: {done}"
+        );
+        assert!(
+            slurm
+                .job_output(job)
+                .contains(&format!("job {job} ran on GPUs")),
+            "{case}: {}",
+            slurm.job_output(job)
+        );
+        let node = slurm.node_state();
+        assert!(!node.contains("DRAIN"), "{case}: node {node}");
+        let prefix = format!("gpu-agent: slurm prolog job {job}: ");
+        let log = slurm.slurmd_log();
+        let line = log.lines().find(|l| l.contains(&prefix)).map(String::from);
+        eprintln!("{case}: job {job} COMPLETED, node {node}; prolog: {line:?}");
+        line
+    };
+
+    // Installed, the agent up: adopted through the site's scripts.
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let task = adopted(&d, job);
+    let line = completes(job, "installed").expect("the prolog's line");
+    assert!(
+        line.contains(&format!("adopted as gpu-agent task {}", task.id)),
+        "{line}"
+    );
+    d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+
+    // gpuctl missing.
+    settings_with(&settings.path().join("no-gpuctl"), 10);
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let line = completes(job, "gpuctl missing").expect("the prolog's line");
+    assert!(line.contains("cannot reach gpu-agentd"), "{line}");
+
+    // gpu-agentd hangs: each call is cut off after GPU_AGENT_TIMEOUT.
+    settings_with(&gpuctl, 2);
+    let agent = Pid::from_raw(d.pid() as i32);
+    kill(agent, Signal::SIGSTOP).expect("SIGSTOP gpu-agentd");
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let hung = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        completes(job, "gpu-agentd hanging")
+    }));
+    kill(agent, Signal::SIGCONT).expect("SIGCONT gpu-agentd");
+    let line = hung.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    let line = line.expect("the prolog's line");
+    assert!(
+        line.contains("cannot reach gpu-agentd: no answer within 2 s"),
+        "{line}"
+    );
+    let log = slurm.slurmd_log();
+    assert!(
+        log.contains(&format!(
+            "gpu-agent: slurm epilog job {job}: cannot reach gpu-agentd: no answer within 2 s"
+        )),
+        "{log}"
+    );
+    let external = format!("slurm:{job}");
+    assert!(d.tasks().iter().all(|t| t.spec.external_id != external));
+
+    // The package purged: the site's scripts find nothing to run.
+    settings_with(&gpuctl, 10);
+    fs::remove_dir_all(&installed).expect("remove the package's scripts");
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    assert_eq!(completes(job, "package removed"), None);
+
+    // Installed again, gpu-agentd stopped.
+    install_scripts(&installed);
+    d.terminate();
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let line = completes(job, "gpu-agentd stopped").expect("the prolog's line");
+    assert!(line.contains("cannot reach gpu-agentd"), "{line}");
+    for job in 1..=job {
+        eprintln!(
+            "job {job}: prolog {:?} ms, epilog {:?} ms",
+            took_ms(&slurm.slurmd_log(), "prolog", job),
+            took_ms(&slurm.slurmd_log(), "epilog", job)
+        );
+    }
+
+    // Why slurm.conf names the site's scripts: a Prolog it names that is
+    // missing drains the node and holds the job.
+    fs::remove_file(slurm.dir.path().join("prolog")).expect("remove the site's prolog");
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let node = wait_for("the node drained", LIMIT, || {
+        let node = slurm.run("scontrol", &["show", "node", "localhost"]);
+        let node = String::from_utf8_lossy(&node.stdout).into_owned();
+        field(&node, "State")
+            .is_some_and(|s| s.contains("DRAIN"))
+            .then_some(node)
+    });
+    assert!(node.contains("Reason=Prolog error"), "{node}");
+    eprintln!(
+        "a missing Prolog: node {}, job {job} {}",
+        slurm.node_state(),
+        field(&slurm.show_job(job), "JobState").unwrap_or_default()
+    );
+}
