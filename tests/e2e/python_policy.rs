@@ -2,13 +2,16 @@
 //! schedules exactly as the Rust `fifo` does, byte for byte, on the example
 //! trace (whole GPUs and MIG instances) and on 10,000 tasks; a module's
 //! exception is a policy fault whose reason is its traceback; a module that
-//! cannot be loaded refuses the policy. Skipped, saying so, where the plugin
+//! cannot be loaded refuses the policy; docs/policies.md's example policy
+//! runs. Skipped, saying so, where the plugin
 //! cannot be built (no python3-dev).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::harness::{failure, gpuctl, plugin_dir, python_plugin, success, write, FIFO, PYTHON};
+use crate::harness::{
+    failure, gpuctl, plugin_dir, python_plugin, success, write, FIFO, GREEDY_EFT, PYTHON,
+};
 
 /// A file of the repository, by its path from the root.
 fn repo(path: &str) -> PathBuf {
@@ -143,6 +146,7 @@ fn python_exception_is_a_policy_fault_with_its_traceback() {
         work.path(),
         "third.py",
         "import decimal, json\n\
+         print('loaded')\n\
          calls = 0\n\
          def on_event(view, event):\n    \
              global calls\n    \
@@ -172,9 +176,10 @@ fn python_exception_is_a_policy_fault_with_its_traceback() {
     // The built-in FIFO order ran every task after the fault.
     assert_eq!(metrics["tasks"], 24);
     let stderr = String::from_utf8(out.stderr).expect("UTF-8 stderr");
+    // print() went to stderr, not into the JSON on stdout.
     let expected = format!(
-        "gpuctl: warn: policy python failed: {module}: on_event raised Traceback (most recent call last):\n  \
-         File \"{module}\", line 7, in on_event\n    \
+        "loaded\ngpuctl: warn: policy python failed: {module}: on_event raised Traceback (most recent call last):\n  \
+         File \"{module}\", line 8, in on_event\n    \
          raise ValueError(json.dumps(str(decimal.Decimal('1.50') * 2)))\n\
          ValueError: \"3.00\"; continuing with the built-in FIFO order\n"
     );
@@ -229,5 +234,117 @@ fn python_module_that_cannot_be_loaded_refuses_the_policy() {
              def on_event(view, event)\n"
         )) && error.ends_with("SyntaxError: expected ':'\n"),
         "{error}"
+    );
+}
+
+#[test]
+fn python_policy_of_the_docs_runs() {
+    if !python_plugin("python_policy_of_the_docs_runs") {
+        return;
+    }
+    let docs = std::fs::read_to_string(repo("docs/policies.md")).expect("docs/policies.md");
+    let (_, python) = docs.split_once("## python").expect("the python section");
+    let (_, block) = python.split_once("```python\n").expect("a python block");
+    let (source, _) = block.split_once("```").expect("the block's end");
+    let plugins = plugin_dir(&[PYTHON]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let module = format!("module={}", write(work.path(), "shortest.py", source));
+    let host = repo("examples/host.toml");
+    let trace = repo("examples/workload.csv");
+    let out = gpuctl(&[
+        "simulate",
+        "--host",
+        arg(&host),
+        "--trace",
+        arg(&trace),
+        "--policy",
+        "python",
+        "--param",
+        &module,
+        "--plugin-dir",
+        arg(plugins.path()),
+        "--json",
+    ]);
+    let metrics: serde_json::Value = serde_json::from_str(&success(&out)).expect("JSON");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no fault");
+    assert_eq!(metrics["tasks"], 200);
+    assert_eq!(metrics["rejected"], serde_json::json!([]));
+}
+
+#[test]
+fn python_wspt_against_greedy_eft_as_the_docs_say() {
+    if !python_plugin("python_wspt_against_greedy_eft_as_the_docs_say") {
+        return;
+    }
+    let plugins = plugin_dir(&[GREEDY_EFT, PYTHON]);
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut instances = Vec::new();
+    for seed in ["1", "2", "3"] {
+        let host = work.path().join(format!("h{seed}.toml"));
+        let trace = work.path().join(format!("t{seed}.csv"));
+        let status = std::process::Command::new("python3")
+            .arg(repo("evidence/gen_random.py"))
+            .args([seed, arg(&host), arg(&trace)])
+            .status()
+            .expect("run evidence/gen_random.py");
+        assert!(status.success());
+        instances.push((host, trace));
+    }
+    instances.push((repo("examples/host.toml"), repo("examples/workload.csv")));
+    let module = format!("module={}", arg(&repo("examples/policies/wspt.py")));
+    // (twt, twct, late tasks, makespan) as docs/policies.md's table has them.
+    let metrics = |host: &Path, trace: &Path, policy: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--host",
+            arg(host),
+            "--trace",
+            arg(trace),
+            "--plugin-dir",
+            arg(plugins.path()),
+            "--json",
+        ];
+        args.extend(policy);
+        let m: serde_json::Value = serde_json::from_str(&success(&gpuctl(&args))).expect("JSON");
+        let f = |k: &str| format!("{:.1}", m[k].as_f64().expect("a number"));
+        (f("twt"), f("twct"), m["dmc"].to_string(), f("makespan"))
+    };
+    let got: Vec<_> = instances
+        .iter()
+        .map(|(h, t)| {
+            (
+                metrics(h, t, &["--policy", "greedy-eft"]),
+                metrics(h, t, &["--policy", "python", "--param", &module]),
+            )
+        })
+        .collect();
+    let row = |twt: &str, twct: &str, late: &str, makespan: &str| {
+        (
+            twt.to_string(),
+            twct.to_string(),
+            late.to_string(),
+            makespan.to_string(),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            (
+                row("1990.8", "14779.2", "97", "1727.4"),
+                row("908.9", "13083.5", "50", "1727.0")
+            ),
+            (
+                row("914.9", "12251.6", "63", "1688.2"),
+                row("496.7", "11250.8", "41", "1752.5")
+            ),
+            (
+                row("1917.5", "14482.2", "100", "1654.4"),
+                row("930.8", "13200.1", "66", "1654.4")
+            ),
+            (
+                row("468.9", "3256.2", "58", "626.1"),
+                row("454.4", "3198.8", "51", "626.1")
+            ),
+        ]
     );
 }

@@ -55,7 +55,7 @@ pub struct PythonPolicy {
 impl PythonPolicy {
     /// Loads the module `params` names; its import errors (with their
     /// traceback) refuse the policy.
-    fn new(params: &[Param]) -> Result<PythonPolicy, String> {
+    pub fn new(params: &[Param]) -> Result<PythonPolicy, String> {
         let path = checked_param(&PARAMS, params, "module")?;
         if path.is_empty() {
             return Err("module: a Python file is required (--param module=PATH)".into());
