@@ -106,6 +106,30 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Runs the gpuctl command line `argv` (without the program's name) in
+/// this process and returns what it wrote to standard output: how the
+/// Python package (python/) runs `trace gen` and `trace import`, with
+/// gpuctl's checks and messages. A bad command line is clap's error.
+pub fn run_captured<I, T>(argv: I) -> anyhow::Result<String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(
+        std::iter::once("gpuctl".into()).chain(argv.into_iter().map(Into::into)),
+    )?;
+    let (done, written) = output::captured(|| run(cli));
+    done?;
+    Ok(String::from_utf8(written)?)
+}
+
+/// What the Python package (python/) calls besides [`run_captured`]: the
+/// functions behind `gpuctl simulate` and `gpuctl policy show`.
+pub mod offline {
+    pub use crate::commands::policy::describe;
+    pub use crate::commands::simulate::{simulate_one, Request, Simulated};
+}
+
 /// The exit status gpuctl(1) documents for the error `e`.
 pub fn exit_status(e: &anyhow::Error) -> u8 {
     client::exit_status(e)

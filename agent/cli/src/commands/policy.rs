@@ -208,6 +208,29 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
+/// `plugin` as `gpuctl policy show --json` prints a policy that is not
+/// active, less `active`: what the Python package's `describe` returns.
+pub fn describe(plugin: &gpu_agent_loader::Plugin) -> serde_json::Value {
+    let described = gpu_agent_dbus::PolicyDescription {
+        name: plugin.name().to_string(),
+        description: plugin.description().to_string(),
+        active: false,
+        parameters: plugin
+            .parameters()
+            .iter()
+            .map(|info| (*info, None))
+            .collect(),
+    }
+    .to_dict();
+    serde_json::Value::Object(
+        described
+            .iter()
+            .filter(|(k, _)| k.as_str() != "active")
+            .map(|(k, v)| (k.clone(), to_json(v)))
+            .collect(),
+    )
+}
+
 /// A variant as JSON (the types `DescribePolicy` answers with).
 fn to_json(value: &Value<'_>) -> serde_json::Value {
     use serde_json::Value as J;

@@ -116,6 +116,9 @@ pub struct Args {
     /// drained (0: made at once): seconds or a duration such as 90s, 2m.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::units::parse_duration)]
     mig_delay: f64,
+    /// Keep the schedule's rows for the caller ([`simulate_one`]'s `schedule`).
+    #[arg(skip)]
+    rows: bool,
 }
 
 /// A `--param`: for one policy or for every policy that takes the key.
@@ -311,6 +314,98 @@ pub fn run(args: Args) -> Result<()> {
     printed
 }
 
+/// One policy on one host, its inputs already read: what the Python package
+/// (python/, `gpu_agent.simulate`) runs, through the very steps of
+/// [`run`].
+pub struct Request<'a> {
+    /// Names the host in errors, as a --host file does.
+    pub host_path: &'a Path,
+    /// The host.
+    pub host: &'a Host,
+    /// Its `[cluster]` table: the DVFS paper's cluster model runs instead.
+    pub cluster: Option<&'a ClusterSpec>,
+    /// Names the trace in errors, as --trace does.
+    pub trace_path: &'a Path,
+    /// The trace, read on `host`.
+    pub trace: &'a Trace,
+    /// The policy, as --policy names it.
+    pub policy: &'a str,
+    /// Its parameters, as `--param KEY=VALUE` gives them.
+    pub params: &'a [(String, String)],
+    /// Where its plugin is, as --plugin-dir says.
+    pub plugin_dir: &'a Path,
+    /// Whether to hand back the schedule.
+    pub schedule: bool,
+    /// --mig-delay, seconds.
+    pub mig_delay_s: f64,
+}
+
+/// What [`simulate_one`] hands back.
+#[derive(Debug)]
+pub struct Simulated {
+    /// What `gpuctl simulate --json` prints for the policy.
+    pub json: String,
+    /// The schedule as --schedule writes it (CSV, formats.md §3), when asked for.
+    pub schedule: Option<String>,
+}
+
+/// Replays `request` as `gpuctl simulate --json` does for one --host and
+/// one --policy, with gpuctl's checks and messages.
+pub fn simulate_one(request: &Request) -> Result<Simulated> {
+    let args = Args {
+        hosts: vec![request.host_path.to_path_buf()],
+        trace: request.trace_path.to_path_buf(),
+        policies: vec![request.policy.to_string()],
+        params: request
+            .params
+            .iter()
+            .map(|(key, value)| Param {
+                policy: None,
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        apps: None,
+        schedule: None,
+        gantt: None,
+        chart: None,
+        markdown: None,
+        repeat: 1,
+        json: true,
+        plugin_dir: Some(request.plugin_dir.to_path_buf()),
+        mig_delay: request.mig_delay_s,
+        rows: request.schedule,
+    };
+    let outcome = match request.cluster {
+        Some(spec) => cluster_run(&args, request.host_path, request.host, spec, request.trace)?,
+        None => {
+            let registry = registry(&args)?;
+            let mut done = replay(
+                &args,
+                request.host,
+                request.trace,
+                prepare(&args, &registry)?,
+                None,
+            )?;
+            done.swap_remove(0)
+        }
+    };
+    let json = serde_json::to_string_pretty(&Report {
+        host: None,
+        metrics: &outcome.metrics,
+        scheduling: outcome.scheduling,
+        mig_changes: &outcome.mig_changes,
+    })?;
+    let schedule = if request.schedule {
+        let mut csv = Vec::new();
+        schedule::write_csv(&outcome.schedule, &mut csv).context("cannot write the schedule")?;
+        Some(String::from_utf8(csv).context("the schedule is not UTF-8")?)
+    } else {
+        None
+    };
+    Ok(Simulated { json, schedule })
+}
+
 /// The MIG layout changes of every outcome, one row each (`None` when no
 /// policy made any): the policy (and host, with several), the GPU, when it
 /// was asked for and made, and the layout (`whole` for MIG off).
@@ -469,8 +564,8 @@ fn prepare<'r>(args: &Args, registry: &'r Registry) -> Result<Vec<Prepared<'r>>>
 fn options(args: &Args) -> sim::Options {
     sim::Options {
         mig_delay_s: args.mig_delay,
-        // Rows only where they are written, drawn or compared.
-        schedule: args.schedule.is_some() || args.gantt.is_some() || args.repeat > 1,
+        // Rows only where they are written, drawn, compared or handed back.
+        schedule: args.schedule.is_some() || args.gantt.is_some() || args.repeat > 1 || args.rows,
     }
 }
 
@@ -565,7 +660,7 @@ fn cluster_run(
         )));
     }
     for (flag, given) in [
-        ("--schedule", args.schedule.is_some()),
+        ("--schedule", args.schedule.is_some() || args.rows),
         ("--gantt", args.gantt.is_some()),
         ("--repeat", args.repeat > 1),
     ] {
