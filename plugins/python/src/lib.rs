@@ -23,7 +23,7 @@ mod vocabulary;
 use gpu_agent_plugin_api::{checked_param, Decision, Event, Param, ParamInfo, PolicyImpl, View};
 use pyo3::prelude::*;
 
-use vocabulary::{Classes, Tasks};
+use vocabulary::{Classes, Devices, Tasks};
 
 /// The plugin's parameters.
 const PARAMS: [ParamInfo; 1] = [ParamInfo::text(
@@ -50,6 +50,8 @@ pub struct PythonPolicy {
     classes: Classes,
     /// The tasks of the last view, as Python objects.
     tasks: Tasks,
+    /// The devices' fields that do not change, as Python objects.
+    devices: Devices,
 }
 
 impl PythonPolicy {
@@ -67,6 +69,7 @@ impl PythonPolicy {
                 path: path.to_string(),
                 on_event: loaded,
                 tasks: Tasks::new(py),
+                devices: Devices::default(),
                 classes,
             })
         })
@@ -86,13 +89,15 @@ impl PolicyImpl for PythonPolicy {
             else {
                 return Ok(Vec::new()); // an event kind newer than this plugin
             };
-            let view = vocabulary::view(py, &self.classes, &mut self.tasks, view).map_err(|e| {
-                format!(
-                    "{}: building the view: {}",
-                    self.path,
-                    interpreter::describe(py, &e)
-                )
-            })?;
+            let view =
+                vocabulary::view(py, &self.classes, &mut self.tasks, &mut self.devices, view)
+                    .map_err(|e| {
+                        format!(
+                            "{}: building the view: {}",
+                            self.path,
+                            interpreter::describe(py, &e)
+                        )
+                    })?;
             let answer = self.on_event.bind(py).call1((view, event)).map_err(|e| {
                 format!(
                     "{}: on_event raised {}",

@@ -273,6 +273,34 @@ fn tasks_are_made_once_and_follow_the_core() {
 }
 
 #[test]
+fn a_devices_fixed_fields_are_shared_until_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = policy(
+        dir.path(),
+        "devices",
+        "seen = []\ndef on_event(view, event):\n    seen.append(view.devices[0])\n    return []\n",
+    )
+    .expect("loads");
+    let mut d = device(0, &[]);
+    p.on_event(&view(&[], &[], &[d]), &Event::Timer).unwrap();
+    d.available_at = 7.0;
+    p.on_event(&view(&[], &[], &[d]), &Event::Timer).unwrap();
+    d.clock_range.core_max = 1.2;
+    d.model = RStr::from_str("H100-SXM5-80GB");
+    p.on_event(&view(&[], &[], &[d]), &Event::Timer).unwrap();
+    let e = |x: &str| eval("devices", x);
+    assert_eq!(e("[d.available_at for d in seen]"), "[3.0, 7.0, 7.0]");
+    assert_eq!(
+        e("(seen[0].clock_range is seen[1].clock_range, seen[1].clock_range is seen[2].clock_range)"),
+        "(True, False)"
+    );
+    assert_eq!(
+        e("(seen[2].clock_range.core_max, seen[2].model)"),
+        "(1.2, 'H100-SXM5-80GB')"
+    );
+}
+
+#[test]
 fn an_exception_is_a_fault_with_its_traceback() {
     let dir = tempfile::tempdir().unwrap();
     let mut p = policy(

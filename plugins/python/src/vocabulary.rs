@@ -129,29 +129,17 @@ impl Classes {
         ))
     }
 
-    fn device_object<'py>(&self, py: Python<'py>, d: &Device<'_>) -> PyResult<Bound<'py, PyAny>> {
-        let ClockRange {
-            core_min,
-            core_max,
-            mem_min,
-            mem_max,
-        } = d.clock_range;
-        let clock_range = self
-            .clock_range
-            .bind(py)
-            .call1((core_min, core_max, mem_min, mem_max))?;
-        let mig = match d.mig {
-            ROption::RSome(m) => Some(self.mig_instance.bind(py).call1((
-                m.parent,
-                m.profile.as_str(),
-                m.start,
-                m.compute_slices,
-            ))?),
-            ROption::RNone => None,
-        };
+    /// `d` as a `Device`, with the objects of its fields that do not
+    /// change from `fixed`.
+    fn device_object<'py>(
+        &self,
+        py: Python<'py>,
+        d: &Device<'_>,
+        fixed: &Fixed,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.device.bind(py).call1((
             d.index,
-            d.model.as_str(),
+            fixed.model.bind(py),
             d.memory_gb,
             d.speed,
             d.cost_per_hour,
@@ -159,10 +147,40 @@ impl Classes {
             d.running.into_option(),
             PyList::new(py, d.queue.iter())?,
             d.available_at,
-            clock_range,
-            self.power(py, d.default_power)?,
-            mig,
+            fixed.clock_range.bind(py),
+            fixed.default_power.bind(py),
+            fixed.mig.bind(py),
         ))
+    }
+
+    /// The objects of `d`'s fields that do not change.
+    fn fixed(&self, py: Python<'_>, d: &Device<'_>) -> PyResult<Fixed> {
+        let ClockRange {
+            core_min,
+            core_max,
+            mem_min,
+            mem_max,
+        } = d.clock_range;
+        let mig = match d.mig {
+            ROption::RSome(m) => self.mig_instance.bind(py).call1((
+                m.parent,
+                m.profile.as_str(),
+                m.start,
+                m.compute_slices,
+            ))?,
+            ROption::RNone => py.None().into_bound(py),
+        };
+        Ok(Fixed {
+            key: FixedKey::of(d),
+            model: PyString::new(py, d.model.as_str()).unbind(),
+            clock_range: self
+                .clock_range
+                .bind(py)
+                .call1((core_min, core_max, mem_min, mem_max))?
+                .unbind(),
+            default_power: self.power(py, d.default_power)?.unbind(),
+            mig: mig.unbind(),
+        })
     }
 
     /// The decisions in `answer` (a list of them, or None for none): an
@@ -351,18 +369,81 @@ impl Tasks {
     }
 }
 
+/// What a device's fixed fields are, to tell whether its [`Fixed`] objects
+/// still show it.
+#[derive(PartialEq)]
+struct FixedKey {
+    model: String,
+    clock_range: ClockRange,
+    default_power: PowerModel,
+    mig: Option<(u32, String, u32, u32)>,
+}
+
+impl FixedKey {
+    fn of(d: &Device<'_>) -> FixedKey {
+        FixedKey {
+            model: d.model.as_str().to_string(),
+            clock_range: d.clock_range,
+            default_power: d.default_power,
+            mig: d.mig.into_option().map(|m| {
+                (
+                    m.parent,
+                    m.profile.as_str().to_string(),
+                    m.start,
+                    m.compute_slices,
+                )
+            }),
+        }
+    }
+
+    fn shows(&self, d: &Device<'_>) -> bool {
+        self.model == d.model.as_str()
+            && self.clock_range == d.clock_range
+            && self.default_power == d.default_power
+            && self
+                .mig
+                .as_ref()
+                .map(|(p, name, s, c)| (*p, name.as_str(), *s, *c))
+                == d.mig
+                    .into_option()
+                    .map(|m| (m.parent, m.profile.as_str(), m.start, m.compute_slices))
+    }
+}
+
+/// A device's fields that do not change from call to call (model, clock
+/// range, default power, MIG instance), as the objects each call's
+/// `Device` shares.
+struct Fixed {
+    key: FixedKey,
+    model: Py<PyString>,
+    clock_range: Py<PyAny>,
+    default_power: Py<PyAny>,
+    mig: Py<PyAny>,
+}
+
+/// The devices' [`Fixed`] objects, by device index, made when a view first
+/// shows a device and again only if what they show changed.
+#[derive(Default)]
+pub struct Devices(Vec<Fixed>);
+
 /// `view` as a `View` object.
 pub fn view<'py>(
     py: Python<'py>,
     classes: &Classes,
     tasks: &mut Tasks,
+    fixed: &mut Devices,
     view: &View<'_>,
 ) -> PyResult<Bound<'py, PyAny>> {
     tasks.sync(py, classes, view)?;
     let pending = PyList::new(py, view.pending.iter())?;
     let devices = PyList::empty(py);
-    for d in view.devices.iter() {
-        devices.append(classes.device_object(py, d)?)?;
+    for (i, d) in view.devices.iter().enumerate() {
+        match fixed.0.get(i) {
+            Some(f) if f.key.shows(d) => {}
+            Some(_) => fixed.0[i] = classes.fixed(py, d)?,
+            None => fixed.0.push(classes.fixed(py, d)?),
+        }
+        devices.append(classes.device_object(py, d, &fixed.0[i])?)?;
     }
     classes
         .view
