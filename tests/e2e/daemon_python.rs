@@ -1,5 +1,6 @@
 //! The `python` policy plugin in the daemon: an admin switches to
-//! examples/policies/fifo.py and it runs tasks to completion; a module that
+//! examples/policies/fifo.py and it runs tasks to completion, and again
+//! after a restart; a module that
 //! raises, or that does not answer within `policy_budget_ms`, is a policy
 //! fault: the built-in FIFO order runs the tasks, and the log holds the
 //! Python traceback. Skipped, saying so, where the plugin cannot be built.
@@ -45,7 +46,7 @@ fn daemon_python_fifo_runs_tasks_to_completion() {
     if !python_plugin("daemon_python_fifo_runs_tasks_to_completion") {
         return;
     }
-    let d = daemon(Settings::default());
+    let mut d = daemon(Settings::default());
     // An absolute path, as the daemon needs.
     let module = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -68,6 +69,15 @@ fn daemon_python_fifo_runs_tasks_to_completion() {
     assert!(!d.stderr().contains("failed"), "{}", d.stderr());
     // A gang started on two devices at once.
     assert_eq!(d.task(&ids[3]).devices.len(), 2);
+
+    // A restart builds it again from the stored parameters: the module is
+    // read again and runs the next tasks.
+    assert!(d.terminate().success(), "{}", d.stderr());
+    d.restart();
+    assert_eq!(policy(&d), "python", "{}", d.stderr());
+    let after = d.submit(&spec(2.0, 8.0, 1e6, 1.0)).expect("Submit");
+    d.wait_state(&after, TaskStatus::Succeeded, LIMIT);
+    assert!(!d.stderr().contains("failed"), "{}", d.stderr());
 }
 
 #[test]
