@@ -9,7 +9,8 @@ use std::sync::Once;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-/// The vocabulary module's source, and the name policies import it by.
+/// The source of `gpu_agent_policy`, the vocabulary module policies import,
+/// NUL-terminated for Python's compiler.
 const VOCABULARY: &CStr = {
     const SOURCE: &str = concat!(include_str!("gpu_agent_policy.py"), "\0");
     match CStr::from_bytes_with_nul(SOURCE.as_bytes()) {
