@@ -7,8 +7,11 @@
 //! The work runs with the GIL released (`Python::detach`): a policy written
 //! in Python (the `python` plugin) takes it from inside a simulation.
 //! Errors are raised as `gpu_agent.errors` classes carrying the message
-//! gpuctl prints (`{:#}`, the chain of causes).
+//! gpuctl prints (`{:#}`, the chain of causes); what gpuctl logs as a
+//! warning (a policy fault and the FIFO fallback, a plugin file skipped) is
+//! a Python warning with the same text.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -109,12 +112,48 @@ fn raise(py: Python<'_>, e: anyhow::Error) -> PyErr {
     }
 }
 
-/// Runs `work` without the GIL and raises its error.
+thread_local! {
+    /// The warnings logged on this thread by the call running on it.
+    static WARNED: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The `log` crate's logger in this module: keeps warnings and errors for
+/// [`unlocked`] to hand to Python, as gpuctl prints them to stderr.
+struct Warnings;
+
+impl log::Log for Warnings {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            WARNED.with(|w| w.borrow_mut().push(record.args().to_string()));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Runs `work` without the GIL, then warns what it logged and raises its
+/// error.
 fn unlocked<T: Send>(
     py: Python<'_>,
     work: impl FnOnce() -> anyhow::Result<T> + Send,
 ) -> PyResult<T> {
-    py.detach(work).map_err(|e| raise(py, e))
+    let done = py.detach(|| {
+        WARNED.with(|w| w.borrow_mut().clear());
+        let done = work();
+        (done, WARNED.with(|w| w.take()))
+    });
+    let (done, warned) = done;
+    if !warned.is_empty() {
+        let warn = py.import("warnings")?.getattr("warn")?;
+        for message in warned {
+            warn.call1((message,))?;
+        }
+    }
+    done.map_err(|e| raise(py, e))
 }
 
 /// Replays `trace` on `host` under `policy` as `gpuctl simulate --json`
@@ -244,6 +283,11 @@ fn gpuctl(py: Python<'_>, argv: Vec<String>) -> PyResult<String> {
 /// The module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    static LOGGER: Warnings = Warnings;
+    // Set once per process; a second import finds it set.
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;

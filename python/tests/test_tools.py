@@ -199,3 +199,20 @@ def test_a_python_policy_runs_in_this_interpreter(tmp_path, monkeypatch):
     )
     gpu_agent.simulate(HOST, TRACE, "python", params={"module": module})
     assert "Arrived" in probe.events
+
+
+def test_a_policy_fault_is_gpuctls_warning(tmp_path):
+    module = write(
+        tmp_path / "broken.py",
+        "def on_event(view, event):\n    return 1 / 0\n",
+    )
+    with pytest.warns(UserWarning) as warned:
+        result = gpu_agent.simulate(HOST, TRACE, "python", params={"module": module})
+    (fault,) = [str(w.message) for w in warned]
+    assert fault.startswith(f"policy python failed: {module}: on_event raised Traceback")
+    assert "ZeroDivisionError: division by zero" in fault
+    assert fault.endswith("; continuing with the built-in FIFO order")
+    rust_fifo = gpu_agent.simulate(HOST, TRACE, "fifo")
+    for report in (result, rust_fifo):
+        del report["policy"], report["scheduling"]
+    assert result == rust_fifo
