@@ -122,213 +122,160 @@ pub struct Options {
 
 /// Runs the daemon until `stop` resolves, then stops it cleanly.
 pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(), DaemonError> {
+    let running = start(options).await?;
+    stop.await;
+    running.stop().await;
+    Ok(())
+}
+
+/// The GPUs the daemon drives and the backend it reaches them through.
+struct Gpus {
+    backend: Arc<dyn GpuBackend>,
+    /// The same backend when it is the mock (`--mock`).
+    mock: Option<Arc<MockBackend>>,
+    /// The physical GPUs, before their MIG layouts are read.
+    specs: Vec<DeviceSpec>,
+    /// `nvml` or `mock:FILE`, for the log and `BackendName`.
+    name: String,
+}
+
+/// The policy the daemon starts with, and what it was chosen from.
+struct StartPolicy {
+    registry: Registry,
+    policy: PolicyInstance,
+    /// The parameters it was given (stored with it), over its table.
+    params: policy_params::Params,
+    /// Its parameters as in use, for the `PolicyParameters` property.
+    values: Vec<(String, gpu_agent_dbus::ParamValue)>,
+    /// The stored fault of a policy that failed before, if any.
+    fault: Option<policy_thread::Fault>,
+}
+
+/// What a started daemon runs, each part stopped in turn by [`Running::stop`].
+struct Running {
+    engine: std::sync::mpsc::Sender<Request>,
+    engine_thread: std::thread::JoinHandle<()>,
+    stop_events: Arc<std::sync::atomic::AtomicBool>,
+    events: std::thread::JoinHandle<()>,
+    sampler: tokio::task::JoinHandle<()>,
+    hangups: tokio::task::JoinHandle<()>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+    watchdog: Option<tokio::task::JoinHandle<()>>,
+    pump: tokio::task::JoinHandle<()>,
+    conn: Connection,
+}
+
+/// Starts the daemon: GPUs, store, policy, the bus name, then the engine
+/// and the tasks around it. Nothing starts a task before the name is ours.
+async fn start(options: Options) -> Result<Running, DaemonError> {
     let cfg = &options.config;
     let time = Timebase::new(cfg.time_scale).ok_or(DaemonError::TimeScale(cfg.time_scale))?;
-    type Backends = (Arc<dyn GpuBackend>, Option<Arc<MockBackend>>);
-    let ((backend, mock), gpus, backend_name): (Backends, _, _) = match &cfg.mock {
-        Some(file) => {
-            let host = gpu_agent_hostspec::host::load(file)?;
-            let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
-            // The GPUs as the file describes them; their layouts are read
-            // back from the mock like any GPU's.
-            let gpus = layout::physical_gpus(host);
-            (
-                (mock.clone(), Some(mock)),
-                gpus,
-                format!("mock:{}", file.display()),
-            )
-        }
-        None => {
-            let nvml = Arc::new(NvmlBackend::new()?);
-            let devices = inventory(&*nvml)?;
-            ((nvml, None), devices, "nvml".to_string())
-        }
-    };
-    let load = mock.clone().map(|m| m as Arc<dyn ModelledLoad>);
+    let gpus = open_gpus(cfg, time)?;
+    let backend = gpus.backend.clone();
+    let load = gpus.mock.clone().map(|m| m as Arc<dyn ModelledLoad>);
     let apps = match &cfg.apps {
         Some(file) => gpu_agent_hostspec::apps::load(file)?,
         None => AppLibrary::default(),
     };
-    let mut store = if options.accept_state_loss {
-        let (store, behind) = Store::open_accepting_loss(&cfg.state_dir)?;
-        if let Some(store::StoreError::Behind {
-            path,
-            stored,
-            first_missing,
-            acknowledged,
-        }) = behind
-        {
-            log::warn!(
-                "--accept-state-loss: tasks t{first_missing} to t{acknowledged} were acknowledged \
-                 and are not in {} (it holds tasks up to t{stored}); they are given up, and \
-                 their ids are not issued again",
-                path.display()
-            );
-        }
-        store
-    } else {
-        Store::open(&cfg.state_dir)?
-    };
-    let n_gpus = gpus.len() as u32;
-    let mut changing = std::collections::BTreeSet::new();
-    for gpu in 0..n_gpus {
-        if engine::mig_change_resumes(&store, gpu)? {
-            changing.insert(gpu);
-        }
-    }
-    let (devices, to_store) = layout::discover(
-        &*backend,
-        gpus,
-        store.meta(layout::META_KEY)?.as_deref(),
-        &changing,
-    )?;
-    if let Some(text) = to_store {
-        store.write(&[store::Op::SetMeta(layout::META_KEY.into(), text)])?;
-        store.sync()?;
-    }
+    let mut store = open_store(&options)?;
+    let n_gpus = gpus.specs.len() as u32;
+    let devices = discover(&*backend, gpus.specs, &mut store)?;
     let targets: Vec<Target> = devices.iter().map(|d| Target::read(&*backend, d)).collect();
-    let registry = options.source.plugins(cfg, &options.plugin_dir)?;
-    for failure in &registry.failures {
-        log::warn!("plugin skipped: {failure}");
-    }
-    policy_params::check_tables(&options.config, options.source.path().as_deref(), &registry)?;
-    let stored_params = match store.meta(policy_params::META_KEY)? {
-        Some(text) => policy_params::decode(&text).unwrap_or_else(|e| {
-            log::warn!("{e}; the stored policy starts with its table and defaults");
-            Vec::new()
-        }),
-        None => Vec::new(),
-    };
-    let fault = policy_thread::Fault::stored(&store)?;
-    let (policy, policy_params) = choose_policy(
-        &registry,
-        &options,
-        store.meta("policy")?,
-        stored_params,
-        fault.as_ref(),
-    )?;
+    let start_policy = start_policy(&options, &store)?;
     log::info!(
-        "{} device(s) on {backend_name}; policy {}; state in {}; time scale {}",
+        "{} device(s) on {}; policy {}; state in {}; time scale {}",
         devices.len(),
-        policy.name,
+        gpus.name,
+        start_policy.policy.name,
         cfg.state_dir.display(),
         cfg.time_scale
     );
-    let policy_name = policy.name.clone();
-    let values = match registry.get(&policy_name) {
-        Some(plugin) => policy_params::in_use(
-            plugin,
-            &policy_params::effective(
-                policy_params::table(&options.config, options.source.path().as_deref(), plugin)?,
-                &policy_params,
-            ),
-        ),
-        None => Vec::new(),
-    };
     let requests = Engine::channel();
     let engine = requests.0.clone();
-
-    let bus_name = match cfg.bus {
-        Bus::System => "system",
-        Bus::Session => "session",
-    };
-    let bus_error = |cause| DaemonError::Bus {
-        bus: bus_name,
-        cause: Box::new(cause),
-    };
     let telemetry = telemetry::Telemetry::default();
     // Task output without an output file: here, else (systemd) the journal.
     let log_dir = (!options.journal).then(|| cfg.state_dir.join("logs"));
-    let agent = AgentService::new(
+    let agent = agent_service(
         engine.clone(),
-        auth::Auth::new(nix::unistd::getuid().as_raw()),
-        (policy_name, parameters_to_dict(&values)),
-        backend_name,
+        &start_policy,
+        gpus.name,
         MigView::new(backend.clone())?,
-    )
-    .time_submits(telemetry.submit_seconds.clone())
-    .task_logs(log_dir.clone());
-    if let Some(fault) = &fault {
-        agent.record_policy_fault(fault.describe());
-    }
+        &telemetry,
+        log_dir.clone(),
+    );
     // Bound before anything starts, so that a taken port refuses the start.
     let metrics_listener = match cfg.metrics_listen {
-        Some(addr) => Some(
-            exporter::bind(addr)
-                .await
-                .map_err(|e| DaemonError::Metrics {
-                    addr,
-                    reason: e.to_string(),
-                })?,
-        ),
+        Some(addr) => Some(bind_metrics(addr).await?),
         None => None,
     };
-    let builder = match cfg.bus {
-        Bus::System => connection::Builder::system(),
-        Bus::Session => connection::Builder::session(),
-    }
-    .map_err(bus_error)?;
-    let mut builder = builder
-        .serve_at(AGENT_PATH, Strict::new(agent))
-        .and_then(|b| b.serve_at(AGENT_PATH, Strict::new(ObjectManager)))
-        .map_err(bus_error)?;
-    if let Some(mock) = &mock {
-        let control = health::MockControl::new(
-            mock.clone(),
+    let mock_control = gpus.mock.map(|mock| {
+        health::MockControl::new(
+            mock,
             n_gpus,
             auth::Auth::new(nix::unistd::getuid().as_raw()),
-        );
-        builder = builder
-            .serve_at(AGENT_PATH, Strict::new(control))
-            .map_err(bus_error)?;
-    }
-    for (spec, target) in devices.iter().zip(&targets) {
-        if let Some(path) = devices::object_path(spec) {
-            let status = devices::read(&*backend, spec, target, String::new());
-            builder = builder
-                .serve_at(path, DeviceObject { status })
-                .map_err(bus_error)?;
-        }
-    }
-    let conn = builder.build().await.map_err(bus_error)?;
-    // Before the name is taken: no client sees the swap.
-    let paths = devices.iter().filter_map(devices::object_path);
-    for path in std::iter::once(AGENT_PATH.to_string()).chain(paths) {
-        serve_strict_properties(conn.object_server(), &path)
-            .await
-            .map_err(bus_error)?;
-    }
-    conn.request_name(BUS_NAME).await.map_err(bus_error)?;
-    // The name is ours: no other daemon runs on this bus. Only now may tasks start.
+        )
+    });
     let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
-    let engine_thread = Engine::start(
-        Setup {
-            devices: devices.clone(),
-            targets: targets.clone(),
-            backend: backend.clone(),
-            load,
-            store,
-            registry,
-            policy,
-            policy_params,
-            apps,
-            time,
-            log_dir,
-            config: cfg.clone(),
-            source: options.source.clone(),
-            notices,
-            rt: tokio::runtime::Handle::current(),
-            telemetry: telemetry.clone(),
-        },
-        requests,
-    )?;
+    let setup = Setup {
+        devices,
+        targets,
+        backend,
+        load,
+        store,
+        registry: start_policy.registry,
+        policy: start_policy.policy,
+        policy_params: start_policy.params,
+        apps,
+        time,
+        log_dir,
+        config: cfg.clone(),
+        source: options.source.clone(),
+        notices,
+        rt: tokio::runtime::Handle::current(),
+        telemetry,
+    };
+    let conn = serve(
+        cfg.bus,
+        agent,
+        mock_control,
+        &*setup.backend,
+        &setup.devices,
+        &setup.targets,
+    )
+    .await?;
+    // The name is ours: no other daemon runs on this bus. Only now may tasks start.
+    launch(setup, requests, notice_rx, conn, metrics_listener).await
+}
+
+/// Starts the engine on `setup`, then what surrounds it: the GPU event
+/// thread, the notice pump, the sampler, the exporter, the watchdog and
+/// SIGHUP.
+async fn launch(
+    setup: Setup,
+    requests: (
+        std::sync::mpsc::Sender<Request>,
+        std::sync::mpsc::Receiver<Request>,
+    ),
+    notice_rx: UnboundedReceiver<Notice>,
+    conn: Connection,
+    metrics_listener: Option<tokio::net::TcpListener>,
+) -> Result<Running, DaemonError> {
+    let engine = requests.0.clone();
+    let bus = setup.config.bus;
+    let bus_error = bus_error(bus);
+    let devices = setup.devices.clone();
+    let targets = setup.targets.clone();
+    let backend = setup.backend.clone();
+    let telemetry = setup.telemetry.clone();
+    let metrics_node = setup.config.metrics_node.clone();
+    let engine_thread = Engine::start(setup, requests)?;
     let stop_events = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = health::watch(backend.clone(), engine.clone(), stop_events.clone())
         .map_err(|e| DaemonError::Engine(EngineError::Thread(e)))?;
     let objects = device_objects(&conn, &devices, &targets)
         .await
-        .map_err(bus_error)?;
-    let agent = agent_object(&conn).await.map_err(bus_error)?;
+        .map_err(&bus_error)?;
+    let agent = agent_object(&conn).await.map_err(&bus_error)?;
     let pump = tokio::spawn(pump_notices(
         conn.clone(),
         backend.clone(),
@@ -340,7 +287,7 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
         if let Ok(addr) = listener.local_addr() {
             log::info!("serving Prometheus metrics at http://{addr}/metrics");
         }
-        let node = cfg.metrics_node.clone().unwrap_or_else(exporter::host_name);
+        let node = metrics_node.unwrap_or_else(exporter::host_name);
         log::info!("metrics: every series is labelled node=\"{node}\"");
         tokio::spawn(exporter::serve(
             node,
@@ -357,33 +304,277 @@ pub async fn run(options: Options, stop: impl Future<Output = ()>) -> Result<(),
     });
     let sampler = tokio::spawn(devices::sample(backend, objects));
     let watchdog = supervise::ready(engine.clone());
-    log::info!("serving {BUS_NAME} on the {bus_name} bus");
+    log::info!("serving {BUS_NAME} on the {} bus", bus_word(bus));
     let hangups = tokio::spawn(reload_on_hangup(engine.clone()));
+    Ok(Running {
+        engine,
+        engine_thread,
+        stop_events,
+        events,
+        sampler,
+        hangups,
+        metrics,
+        watchdog,
+        pump,
+        conn,
+    })
+}
 
-    stop.await;
-    log::info!("stopping: no new tasks; ending the running ones and restoring GPU controls");
-    supervise::stopping();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    if engine.send(Request::Stop { reply: tx }).is_ok() {
-        let _ = rx.await;
+impl Running {
+    /// Stops the daemon: no new tasks, the engine ends the running ones and
+    /// restores GPU controls, then the threads and tasks around it end and
+    /// the bus name is given up.
+    async fn stop(self) {
+        log::info!("stopping: no new tasks; ending the running ones and restoring GPU controls");
+        supervise::stopping();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.engine.send(Request::Stop { reply: tx }).is_ok() {
+            let _ = rx.await;
+        }
+        drop(self.engine);
+        let engine_thread = self.engine_thread;
+        let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
+        self.stop_events
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let events = self.events;
+        let _ = tokio::task::spawn_blocking(move || events.join()).await;
+        self.sampler.abort();
+        self.hangups.abort();
+        if let Some(m) = self.metrics {
+            m.abort();
+        }
+        if let Some(w) = self.watchdog {
+            w.abort();
+        }
+        // Let the last TaskChanged signals out before the connection goes.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.pump).await;
+        self.conn.release_name(BUS_NAME).await.ok();
+        log::info!("stopped");
     }
-    drop(engine);
-    let _ = tokio::task::spawn_blocking(move || engine_thread.join()).await;
-    stop_events.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = tokio::task::spawn_blocking(move || events.join()).await;
-    sampler.abort();
-    hangups.abort();
-    if let Some(m) = metrics {
-        m.abort();
+}
+
+/// The backend of the configuration: the mock of `mock`'s host file, else NVML.
+fn open_gpus(cfg: &Config, time: Timebase) -> Result<Gpus, DaemonError> {
+    Ok(match &cfg.mock {
+        Some(file) => {
+            let host = gpu_agent_hostspec::host::load(file)?;
+            let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
+            Gpus {
+                backend: mock.clone(),
+                mock: Some(mock),
+                // The GPUs as the file describes them; their layouts are read
+                // back from the mock like any GPU's.
+                specs: layout::physical_gpus(host),
+                name: format!("mock:{}", file.display()),
+            }
+        }
+        None => {
+            let nvml = Arc::new(NvmlBackend::new()?);
+            let specs = inventory(&*nvml)?;
+            Gpus {
+                backend: nvml,
+                mock: None,
+                specs,
+                name: "nvml".to_string(),
+            }
+        }
+    })
+}
+
+/// The state store; with `--accept-state-loss`, also one behind what was
+/// acknowledged, the tasks it lacks logged as given up.
+fn open_store(options: &Options) -> Result<Store, DaemonError> {
+    let dir = &options.config.state_dir;
+    if !options.accept_state_loss {
+        return Ok(Store::open(dir)?);
     }
-    if let Some(w) = watchdog {
-        w.abort();
+    let (store, behind) = Store::open_accepting_loss(dir)?;
+    if let Some(store::StoreError::Behind {
+        path,
+        stored,
+        first_missing,
+        acknowledged,
+    }) = behind
+    {
+        log::warn!(
+            "--accept-state-loss: tasks t{first_missing} to t{acknowledged} were acknowledged \
+             and are not in {} (it holds tasks up to t{stored}); they are given up, and \
+             their ids are not issued again",
+            path.display()
+        );
     }
-    // Let the last TaskChanged signals out before the connection goes.
-    let _ = tokio::time::timeout(Duration::from_secs(2), pump).await;
-    conn.release_name(BUS_NAME).await.ok();
-    log::info!("stopped");
-    Ok(())
+    Ok(store)
+}
+
+/// The devices: the GPUs with the MIG instances their layouts hold (a GPU
+/// whose stored MIG change resumes keeps its stored layout), the layout
+/// stored when it changed.
+fn discover(
+    backend: &dyn GpuBackend,
+    gpus: Vec<DeviceSpec>,
+    store: &mut Store,
+) -> Result<Vec<DeviceSpec>, DaemonError> {
+    let mut changing = std::collections::BTreeSet::new();
+    for gpu in 0..gpus.len() as u32 {
+        if engine::mig_change_resumes(store, gpu)? {
+            changing.insert(gpu);
+        }
+    }
+    let (devices, to_store) = layout::discover(
+        backend,
+        gpus,
+        store.meta(layout::META_KEY)?.as_deref(),
+        &changing,
+    )?;
+    if let Some(text) = to_store {
+        store.write(&[store::Op::SetMeta(layout::META_KEY.into(), text)])?;
+        store.sync()?;
+    }
+    Ok(devices)
+}
+
+/// The plugins, and the policy to start with (`choose_policy`) with its
+/// parameters as stored and as in use.
+fn start_policy(options: &Options, store: &Store) -> Result<StartPolicy, DaemonError> {
+    let file = options.source.path();
+    let registry = options
+        .source
+        .plugins(&options.config, &options.plugin_dir)?;
+    for failure in &registry.failures {
+        log::warn!("plugin skipped: {failure}");
+    }
+    policy_params::check_tables(&options.config, file.as_deref(), &registry)?;
+    let stored_params = match store.meta(policy_params::META_KEY)? {
+        Some(text) => policy_params::decode(&text).unwrap_or_else(|e| {
+            log::warn!("{e}; the stored policy starts with its table and defaults");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
+    let fault = policy_thread::Fault::stored(store)?;
+    let (policy, params) = choose_policy(
+        &registry,
+        options,
+        store.meta("policy")?,
+        stored_params,
+        fault.as_ref(),
+    )?;
+    let values = match registry.get(&policy.name) {
+        Some(plugin) => policy_params::in_use(
+            plugin,
+            &policy_params::effective(
+                policy_params::table(&options.config, file.as_deref(), plugin)?,
+                &params,
+            ),
+        ),
+        None => Vec::new(),
+    };
+    Ok(StartPolicy {
+        registry,
+        policy,
+        params,
+        values,
+        fault,
+    })
+}
+
+/// The agent's D-Bus object, before it is served: the policy in use, its
+/// stored fault, the backend's name.
+fn agent_service(
+    engine: std::sync::mpsc::Sender<Request>,
+    start_policy: &StartPolicy,
+    backend_name: String,
+    mig: MigView,
+    telemetry: &telemetry::Telemetry,
+    log_dir: Option<PathBuf>,
+) -> AgentService {
+    let agent = AgentService::new(
+        engine,
+        auth::Auth::new(nix::unistd::getuid().as_raw()),
+        (
+            start_policy.policy.name.clone(),
+            parameters_to_dict(&start_policy.values),
+        ),
+        backend_name,
+        mig,
+    )
+    .time_submits(telemetry.submit_seconds.clone())
+    .task_logs(log_dir);
+    if let Some(fault) = &start_policy.fault {
+        agent.record_policy_fault(fault.describe());
+    }
+    agent
+}
+
+/// Binds `metrics_listen`'s address.
+async fn bind_metrics(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, DaemonError> {
+    exporter::bind(addr)
+        .await
+        .map_err(|e| DaemonError::Metrics {
+            addr,
+            reason: e.to_string(),
+        })
+}
+
+/// `system` or `session`.
+fn bus_word(bus: Bus) -> &'static str {
+    match bus {
+        Bus::System => "system",
+        Bus::Session => "session",
+    }
+}
+
+/// A bus failure as the start's error, naming the bus.
+fn bus_error(bus: Bus) -> impl Fn(zbus::Error) -> DaemonError {
+    move |cause| DaemonError::Bus {
+        bus: bus_word(bus),
+        cause: Box::new(cause),
+    }
+}
+
+/// Connects to the bus, serves the agent, the mock's controls and each
+/// device's object, each `Properties` the strict one, then takes the name.
+async fn serve(
+    bus: Bus,
+    agent: AgentService,
+    mock_control: Option<health::MockControl>,
+    backend: &dyn GpuBackend,
+    devices: &[DeviceSpec],
+    targets: &[Target],
+) -> Result<Connection, DaemonError> {
+    let bus_error = bus_error(bus);
+    let builder = match bus {
+        Bus::System => connection::Builder::system(),
+        Bus::Session => connection::Builder::session(),
+    }
+    .map_err(&bus_error)?;
+    let mut builder = builder
+        .serve_at(AGENT_PATH, Strict::new(agent))
+        .and_then(|b| b.serve_at(AGENT_PATH, Strict::new(ObjectManager)))
+        .map_err(&bus_error)?;
+    if let Some(control) = mock_control {
+        builder = builder
+            .serve_at(AGENT_PATH, Strict::new(control))
+            .map_err(&bus_error)?;
+    }
+    for (spec, target) in devices.iter().zip(targets) {
+        if let Some(path) = devices::object_path(spec) {
+            let status = devices::read(backend, spec, target, String::new());
+            builder = builder
+                .serve_at(path, DeviceObject { status })
+                .map_err(&bus_error)?;
+        }
+    }
+    let conn = builder.build().await.map_err(&bus_error)?;
+    // Before the name is taken: no client sees the swap.
+    let paths = devices.iter().filter_map(devices::object_path);
+    for path in std::iter::once(AGENT_PATH.to_string()).chain(paths) {
+        serve_strict_properties(conn.object_server(), &path)
+            .await
+            .map_err(&bus_error)?;
+    }
+    conn.request_name(BUS_NAME).await.map_err(&bus_error)?;
+    Ok(conn)
 }
 
 /// Reloads on each SIGHUP, as the D-Bus method `Reload` does; the outcome
