@@ -865,29 +865,89 @@ pub fn param<'a>(params: &'a [Param], key: &str) -> Option<&'a str> {
         .map(|p| p.value.as_str())
 }
 
-/// The value of declared parameter `key` among `params` (else its default),
-/// checked against its declaration in `infos` ([`ParamInfo::check`]).
+/// A plugin's parameter values, read through its table: each the value given
+/// for its key (the last one), else the table's default, as the type the
+/// table declares.
 ///
-/// Panics when `key` is not declared in `infos`: a plugin reads only what it
-/// declares.
-pub fn checked_param<'a>(
-    infos: &'a [ParamInfo],
-    params: &'a [Param],
-    key: &str,
-) -> Result<&'a str, String> {
-    let info = infos
-        .iter()
-        .find(|p| p.key.as_str() == key)
-        .unwrap_or_else(|| panic!("{key}: not a declared parameter"));
-    let value = param(params, key).unwrap_or(info.default.as_str());
-    info.check(value).map(|()| value)
+/// [`ParamReader::new`] checks every given value against the table, as the
+/// agent's loader does before it builds a policy, so the readers cannot meet
+/// a bad value. Reading a key the table does not declare, or as a type it
+/// does not declare, panics (a plugin bug, which [`export_policy!`] and
+/// [`guard`] turn into an error): a plugin reads only what it declares, as
+/// declared.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamReader<'a> {
+    table: &'a [ParamInfo],
+    given: &'a [Param],
+}
+
+impl<'a> ParamReader<'a> {
+    /// Reads `given` through `table`; an unknown key or a bad value is an
+    /// error naming the key ([`check_params`]).
+    pub fn new(table: &'a [ParamInfo], given: &'a [Param]) -> Result<ParamReader<'a>, String> {
+        check_params(
+            table,
+            given.iter().map(|p| (p.key.as_str(), p.value.as_str())),
+        )?;
+        Ok(ParamReader { table, given })
+    }
+
+    /// The value of `key` as written, after checking its kind is `kind`.
+    fn value(&self, key: &str, kind: ParamType) -> &'a str {
+        let info = self
+            .table
+            .iter()
+            .find(|p| p.key.as_str() == key)
+            .unwrap_or_else(|| panic!("{key}: not a declared parameter"));
+        assert!(
+            info.kind == kind,
+            "{key}: declared {:?}, read as {kind:?}",
+            info.kind
+        );
+        let value = param(self.given, key).unwrap_or(info.default.as_str());
+        if let Err(e) = info.check(value) {
+            panic!("the default of {e}");
+        }
+        value
+    }
+
+    /// A `true`/`false` parameter.
+    pub fn bool(&self, key: &str) -> bool {
+        self.value(key, ParamType::Bool) == "true"
+    }
+
+    /// An integer parameter, as `T` (whose range the table's must lie in).
+    pub fn integer<T: TryFrom<i64>>(&self, key: &str) -> T {
+        let value = self.value(key, ParamType::Integer);
+        let n: i64 = value.parse().expect("checked as an integer");
+        T::try_from(n).unwrap_or_else(|_| panic!("{key}: {n} is out of the plugin's range"))
+    }
+
+    /// A number parameter.
+    pub fn number(&self, key: &str) -> f64 {
+        self.number_or_word(key)
+            .unwrap_or_else(|| panic!("{key}: a word where a number was read"))
+    }
+
+    /// A number parameter that also takes words ([`ParamInfo::or_words`]):
+    /// `None` when its value is one of them.
+    pub fn number_or_word(&self, key: &str) -> Option<f64> {
+        self.value(key, ParamType::Number).parse().ok()
+    }
+
+    /// A choice parameter, as `parse` reads its word (it must read each of
+    /// the table's words).
+    pub fn choice<T>(&self, key: &str, parse: impl FnOnce(&str) -> Option<T>) -> T {
+        let value = self.value(key, ParamType::Choice);
+        parse(value).unwrap_or_else(|| panic!("{key}: the plugin does not read {value:?}"))
+    }
 }
 
 /// Exports a policy plugin's root module.
 ///
 /// `parameters` is the plugin's whole table of [`ParamInfo`]s, an array (or
 /// a constant one) that the plugin also reads its values with
-/// ([`checked_param`]), so that every parameter it reads is declared.
+/// ([`ParamReader`]), so that every parameter it reads is declared.
 ///
 /// ```ignore
 /// gpu_agent_plugin_api::export_policy! {
@@ -1077,6 +1137,73 @@ mod tests {
         assert_eq!(
             check_params(&infos, [("beta", "1")]),
             Err("unknown parameter \"beta\" (it takes: group_size, alpha)".into())
+        );
+    }
+
+    #[test]
+    fn the_reader_gives_each_value_as_its_declared_type() {
+        const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
+        const DEALING: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
+        const TABLE: [ParamInfo; 5] = [
+            ParamInfo::integer("window", "8", "").at_least(1.0),
+            ParamInfo::number("alpha", "0.5", "").above(0.0).below(1.0),
+            ParamInfo::number("t0", "auto", "")
+                .above(0.0)
+                .or_words(AUTO),
+            ParamInfo::choice("dealing", "edf", DEALING, ""),
+            ParamInfo::bool("repartition", "true", ""),
+        ];
+        let given = |pairs: &[(&str, &str)]| -> Vec<Param> {
+            pairs
+                .iter()
+                .map(|&(k, v)| Param {
+                    key: k.into(),
+                    value: v.into(),
+                })
+                .collect()
+        };
+        let rr = |w: &str| Some(w == "rr");
+        let defaults = ParamReader::new(&TABLE, &[]).unwrap();
+        assert_eq!(defaults.integer::<usize>("window"), 8);
+        assert_eq!(defaults.number("alpha"), 0.5);
+        assert_eq!(defaults.number_or_word("t0"), None);
+        assert!(!defaults.choice("dealing", rr));
+        assert!(defaults.bool("repartition"));
+        // The last value of a key wins.
+        let values = given(&[
+            ("window", "2"),
+            ("window", "3"),
+            ("alpha", "0.9"),
+            ("t0", "12.5"),
+            ("dealing", "rr"),
+            ("repartition", "false"),
+        ]);
+        let read = ParamReader::new(&TABLE, &values).unwrap();
+        assert_eq!(read.integer::<u64>("window"), 3);
+        assert_eq!(read.number("alpha"), 0.9);
+        assert_eq!(read.number_or_word("t0"), Some(12.5));
+        assert!(read.choice("dealing", rr));
+        assert!(!read.bool("repartition"));
+        // A bad value or key is refused at once, as the loader refuses it.
+        assert_eq!(
+            ParamReader::new(&TABLE, &given(&[("window", "0")])).unwrap_err(),
+            "window: expected an integer >= 1, got \"0\""
+        );
+        assert_eq!(
+            ParamReader::new(&TABLE, &given(&[("seed", "1")])).unwrap_err(),
+            "unknown parameter \"seed\" (it takes: window, alpha, t0, dealing, repartition)"
+        );
+        // Reading what the table does not declare, or as another type, is the
+        // plugin's bug.
+        let undeclared = catch_panic(|| Ok(defaults.number("seed")));
+        assert_eq!(
+            undeclared,
+            Err("panicked: seed: not a declared parameter".into())
+        );
+        let retyped = catch_panic(|| Ok(defaults.number("window")));
+        assert_eq!(
+            retyped,
+            Err("panicked: window: declared Integer, read as Number".into())
         );
     }
 

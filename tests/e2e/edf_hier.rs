@@ -96,15 +96,63 @@ fn simulate(params: &[&str]) -> (Vec<String>, serde_json::Value) {
     (rows, metrics)
 }
 
+/// What a user sees of a bad value: the loader's refusal naming the
+/// parameter, what it takes and what it got.
 #[test]
 fn bad_parameters_are_refused_by_name() {
     let sim = Sim::new(&[EDF_HIER], HOST, TRACE);
-    let out = sim.run(&["--policy", "edf-hier", "--param", "group_size=4"]);
-    let err = crate::harness::failure(&out);
-    assert!(
-        err.contains("group_size: expected an integer from 1 to 3, got \"4\""),
-        "{err}"
-    );
+    for (param, expected) in [
+        (
+            "dealing=fifo",
+            "dealing: expected one of rr, edf, got \"fifo\"",
+        ),
+        ("groups=0", "groups: expected an integer >= 1, got \"0\""),
+        (
+            "groups=two",
+            "groups: expected an integer >= 1, got \"two\"",
+        ),
+        (
+            "group_size=4",
+            "group_size: expected an integer from 1 to 3, got \"4\"",
+        ),
+        (
+            "group_size=0",
+            "group_size: expected an integer from 1 to 3, got \"0\"",
+        ),
+        ("period_s=0", "period_s: expected a number > 0, got \"0\""),
+        (
+            "period_s=inf",
+            "period_s: expected a number > 0, got \"inf\"",
+        ),
+        (
+            "time_limit_ms=0",
+            "time_limit_ms: expected an integer >= 1, got \"0\"",
+        ),
+        (
+            "milp_max_tasks=9",
+            "milp_max_tasks: expected an integer from 0 to 8, got \"9\"",
+        ),
+        (
+            "max_configs=0",
+            "max_configs: expected an integer from 1 to 16, got \"0\"",
+        ),
+        ("window=0", "window: expected an integer >= 1, got \"0\""),
+        (
+            "solver=simplex",
+            "solver: expected one of auto, milp, search, got \"simplex\"",
+        ),
+        (
+            "overload_pending=-1",
+            "overload_pending: expected an integer >= 0, got \"-1\"",
+        ),
+    ] {
+        let out = sim.run(&["--policy", "edf-hier", "--param", param]);
+        let err = crate::harness::failure(&out);
+        assert!(
+            err.contains(&format!("policy edf-hier: {expected}")),
+            "{param}: {err}"
+        );
+    }
 }
 
 proptest! {

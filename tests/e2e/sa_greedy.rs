@@ -1,5 +1,5 @@
 //! `sa-greedy`: through `gpuctl` (a hand-computed schedule, the same schedule
-//! for the same seed, a bad parameter refused); its plan never worse than
+//! for the same seed, bad parameters refused); its plan never worse than
 //! greedy-eft's order; its realised schedule of tasks that arrive together
 //! never worse than greedy-eft's; and on tiny instances, how often it reaches
 //! the true optimum of total weighted tardiness found by brute force.
@@ -143,14 +143,51 @@ fn the_same_seed_gives_the_same_schedule_through_gpuctl() {
     assert_eq!(run("7", "second.csv"), first);
 }
 
+/// What a user sees of a bad value: the loader's refusal naming the
+/// parameter, what it takes and what it got (the plugin reads only values
+/// its table allows, through `ParamReader`).
 #[test]
-fn a_bad_parameter_is_refused_by_name() {
+fn bad_parameters_are_refused_by_name() {
     let sim = Sim::new(&[SA_GREEDY], ONE_T4, LONG_THEN_URGENT);
-    let err = failure(&sim.run(&["--policy", "sa-greedy", "--param", "alpha=1.5"]));
-    assert!(
-        err.contains("policy sa-greedy: alpha: expected a number in (0, 1), got \"1.5\""),
-        "{err}"
-    );
+    for (param, expected) in [
+        (
+            "alpha=1.5",
+            "alpha: expected a number in (0, 1), got \"1.5\"",
+        ),
+        ("alpha=1", "alpha: expected a number in (0, 1), got \"1\""),
+        ("alpha=0", "alpha: expected a number in (0, 1), got \"0\""),
+        (
+            "alpha=NaN",
+            "alpha: expected a number in (0, 1), got \"NaN\"",
+        ),
+        ("seed=-1", "seed: expected an integer >= 0, got \"-1\""),
+        (
+            "iterations=1e3",
+            "iterations: expected an integer >= 0, got \"1e3\"",
+        ),
+        (
+            "budget_ms=",
+            "budget_ms: expected an integer >= 0, got \"\"",
+        ),
+        ("t0=0", "t0: expected auto or a number > 0, got \"0\""),
+        ("t0=inf", "t0: expected auto or a number > 0, got \"inf\""),
+        ("t0=hot", "t0: expected auto or a number > 0, got \"hot\""),
+        ("window=0", "window: expected an integer >= 1, got \"0\""),
+        (
+            "overload_pending=many",
+            "overload_pending: expected an integer >= 0, got \"many\"",
+        ),
+        (
+            "overload_iterations=-5",
+            "overload_iterations: expected an integer >= 0, got \"-5\"",
+        ),
+    ] {
+        let err = failure(&sim.run(&["--policy", "sa-greedy", "--param", param]));
+        assert!(
+            err.contains(&format!("policy sa-greedy: {expected}")),
+            "{param}: {err}"
+        );
+    }
 }
 
 proptest! {

@@ -448,7 +448,7 @@ mod tests {
         let refused = (module.new())(RSlice::from_slice(&bad)).into_result().err();
         assert_eq!(
             refused.map(|e| e.into_string()),
-            Some("group_size: expected 1, 2 or 3, got \"5\"".to_string())
+            Some("group_size: expected an integer from 1 to 3, got \"5\"".to_string())
         );
     }
 }

@@ -1,7 +1,7 @@
 //! The policy's parameters: names, defaults, help and parsing.
 
 use gpu_agent_dvfs::{Options, Search};
-use gpu_agent_plugin_api::{abi_stable::std_types::RStr, checked_param, Param, ParamInfo};
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, Param, ParamInfo, ParamReader};
 
 const RULES: &[RStr<'static>] = &[
     RStr::from_str("edl"),
@@ -99,19 +99,14 @@ impl Params {
     /// Reads `params`, taking each absent one's default; a bad value is an
     /// error naming the parameter and what it expected.
     pub fn parse(params: &[Param]) -> Result<Params, String> {
-        let value = |key: &str| checked_param(&PARAMETERS, params, key);
-        let rule = Rule::parse(value("rule")?).expect("checked against its words");
-        let theta: f64 = value("theta")?.parse().expect("checked as a number");
-        let search = Search::parse(value("search")?).expect("checked against its words");
-        let compat = value("compat")? == "true";
-        let late_fastest = value("late")? == "fastest";
+        let read = ParamReader::new(&PARAMETERS, params)?;
         Ok(Params {
-            rule,
-            theta,
-            late_fastest,
+            rule: read.choice("rule", Rule::parse),
+            theta: read.number("theta"),
+            late_fastest: read.choice("late", |w| Some(w == "fastest")),
             options: Options {
-                search,
-                compat,
+                search: read.choice("search", Search::parse),
+                compat: read.bool("compat"),
                 ..Options::default()
             },
         })

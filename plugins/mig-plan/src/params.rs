@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use gpu_agent_migplan::Algorithm;
-use gpu_agent_plugin_api::{abi_stable::std_types::RStr, checked_param, Param, ParamInfo};
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, Param, ParamInfo, ParamReader};
 
 const ALGORITHMS: &[RStr<'static>] = &[RStr::from_str("exact"), RStr::from_str("greedy")];
 
@@ -90,24 +90,16 @@ impl Params {
     /// Reads `params`, taking each absent one's default; a bad value is an
     /// error naming the parameter and what it expected.
     pub fn parse(params: &[Param]) -> Result<Params, String> {
-        let value = |key: &str| checked_param(&PARAMETERS, params, key);
-        let number = |key: &str| -> Result<f64, String> {
-            Ok(value(key)?.parse().expect("checked as a number"))
-        };
-        let integer = |key: &str| -> Result<u64, String> {
-            Ok(value(key)?.parse().expect("checked as an integer >= 1"))
-        };
+        let read = ParamReader::new(&PARAMETERS, params)?;
         Ok(Params {
-            window_s: number("window_s")?,
-            period_s: number("period_s")?,
-            min_interval_s: number("min_interval_s")?,
-            min_gain: number("min_gain")?,
-            max_changing: integer("max_changing")? as usize,
-            algorithm: value("algorithm")?
-                .parse()
-                .expect("checked against its words"),
-            time_limit: Duration::from_millis(integer("time_limit_ms")?),
-            repartition: value("repartition")? == "true",
+            window_s: read.number("window_s"),
+            period_s: read.number("period_s"),
+            min_interval_s: read.number("min_interval_s"),
+            min_gain: read.number("min_gain"),
+            max_changing: read.integer("max_changing"),
+            algorithm: read.choice("algorithm", |w| w.parse().ok()),
+            time_limit: Duration::from_millis(read.integer("time_limit_ms")),
+            repartition: read.bool("repartition"),
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The policy's parameters: names, defaults, help and parsing.
 
-use gpu_agent_plugin_api::{abi_stable::std_types::RStr, param, Param, ParamInfo};
+use gpu_agent_plugin_api::{abi_stable::std_types::RStr, Param, ParamInfo, ParamReader};
 
 const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
 
@@ -75,52 +75,16 @@ impl Params {
     /// Reads `params`, taking each absent one's default; a bad value is an error
     /// naming the parameter and what it expected.
     pub fn parse(params: &[Param]) -> Result<Params, String> {
-        let value = |key: &str| {
-            let default = PARAMETERS
-                .iter()
-                .find(|p| p.key.as_str() == key)
-                .expect("a declared parameter")
-                .default
-                .as_str();
-            param(params, key).unwrap_or(default)
-        };
-        let unsigned = |key: &str| {
-            let v = value(key);
-            v.parse::<u64>()
-                .map_err(|_| format!("{key}: expected an unsigned integer, got {v:?}"))
-        };
-        let t0 = match value("t0") {
-            "auto" => None,
-            v => match v.parse::<f64>() {
-                Ok(t) if t > 0.0 && t.is_finite() => Some(t),
-                _ => {
-                    return Err(format!(
-                        "t0: expected auto or a positive number of weighted seconds, got {v:?}"
-                    ))
-                }
-            },
-        };
-        let v = value("alpha");
-        let alpha = match v.parse::<f64>() {
-            Ok(a) if a > 0.0 && a < 1.0 => a,
-            _ => {
-                return Err(format!(
-                    "alpha: expected a number between 0 and 1 (exclusive), got {v:?}"
-                ))
-            }
-        };
+        let read = ParamReader::new(&PARAMETERS, params)?;
         Ok(Params {
-            seed: unsigned("seed")?,
-            iterations: unsigned("iterations")?,
-            t0,
-            alpha,
-            budget_ms: unsigned("budget_ms")?,
-            window: match unsigned("window")? {
-                0 => return Err("window: expected an integer >= 1, got \"0\"".into()),
-                w => w as usize,
-            },
-            overload_pending: unsigned("overload_pending")? as usize,
-            overload_iterations: unsigned("overload_iterations")?,
+            seed: read.integer("seed"),
+            iterations: read.integer("iterations"),
+            t0: read.number_or_word("t0"),
+            alpha: read.number("alpha"),
+            budget_ms: read.integer("budget_ms"),
+            window: read.integer("window"),
+            overload_pending: read.integer("overload_pending"),
+            overload_iterations: read.integer("overload_iterations"),
         })
     }
 

@@ -81,15 +81,12 @@ use std::collections::BTreeMap;
 
 use gpu_agent_plugin_api::{
     abi_stable::std_types::{ROption, RStr},
-    checked_param, param, Decision, Event, Param, ParamInfo, PolicyImpl, TaskKey, TaskState, View,
+    Decision, Event, Param, ParamInfo, ParamReader, PolicyImpl, TaskKey, TaskState, View,
 };
 
 pub use baseline::Baseline;
 use chunks::Rank;
 use schedule::VirtualSchedule;
-
-/// The default of the `alpha` parameter.
-pub const DEFAULT_ALPHA: f64 = 0.5;
 
 /// The SOS policy. See the crate documentation for its rules.
 #[derive(Debug)]
@@ -146,19 +143,6 @@ impl Sos {
             costs: Vec::new(),
             leaving: Vec::new(),
         })
-    }
-
-    /// A policy from plugin parameters (`alpha`, default [`DEFAULT_ALPHA`]).
-    pub fn from_params(params: &[Param]) -> Result<Sos, String> {
-        match param(params, "alpha") {
-            None => Sos::new(DEFAULT_ALPHA),
-            Some(text) => text
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .and_then(|alpha| Sos::new(alpha).ok())
-                .ok_or_else(|| bad_alpha(format_args!("{text:?}"))),
-        }
     }
 
     /// Moves every task whose alpha-point is due out of its virtual schedule.
@@ -373,22 +357,16 @@ pub const INFO: [ParamInfo; 4] = [
 impl SosPolicy {
     /// A policy from plugin parameters (see [`INFO`]).
     pub fn from_params(params: &[Param]) -> Result<SosPolicy, String> {
-        let paper = Sos::from_params(params)?;
-        let value = |key: &str| checked_param(&INFO, params, key);
-        match value("model")? {
-            "paper" => Ok(SosPolicy::Paper(paper)),
-            _ => {
-                let tick_s = value("tick_s")?.parse().expect("checked");
-                let batch = value("batch")?
-                    .parse()
-                    .map_err(|_| "batch: too large".to_string())?;
-                Ok(SosPolicy::Baseline(Box::new(Baseline::new(
-                    paper.alpha,
-                    tick_s,
-                    batch,
-                ))))
-            }
-        }
+        let read = ParamReader::new(&INFO, params)?;
+        let paper = Sos::new(read.number("alpha"))?;
+        Ok(match read.choice("model", |w| Some(w == "paper")) {
+            true => SosPolicy::Paper(paper),
+            false => SosPolicy::Baseline(Box::new(Baseline::new(
+                paper.alpha,
+                read.number("tick_s"),
+                read.integer("batch"),
+            ))),
+        })
     }
 }
 

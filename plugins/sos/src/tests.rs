@@ -101,16 +101,30 @@ fn arrived(task: TaskKey) -> Event {
 #[test]
 fn alpha_is_checked() {
     let with = |value: &str| {
-        Sos::from_params(&[Param {
-            key: "alpha".into(),
-            value: value.into(),
-        }])
-        .map(|s| s.alpha)
+        let params = [
+            Param {
+                key: "alpha".into(),
+                value: value.into(),
+            },
+            Param {
+                key: "model".into(),
+                value: "paper".into(),
+            },
+        ];
+        match SosPolicy::from_params(&params) {
+            Ok(SosPolicy::Paper(sos)) => Ok(sos.alpha),
+            Ok(SosPolicy::Baseline(_)) => panic!("model = paper"),
+            Err(e) => Err(e),
+        }
     };
-    assert_eq!(Sos::from_params(&[]).unwrap().alpha, 0.5);
+    let paper = [Param {
+        key: "model".into(),
+        value: "paper".into(),
+    }];
+    assert!(matches!(SosPolicy::from_params(&paper), Ok(SosPolicy::Paper(s)) if s.alpha == 0.5));
     assert_eq!(with("1"), Ok(1.0));
-    assert_eq!(with(" 0.6 "), Ok(0.6));
-    for bad in ["0", "-0.5", "1.01", "NaN", "inf", "half", ""] {
+    assert_eq!(with("0.6"), Ok(0.6));
+    for bad in ["0", "-0.5", "1.01", "NaN", "inf", "half", "", " 0.6 "] {
         assert_eq!(
             with(bad).unwrap_err(),
             format!("alpha: expected a number in (0, 1], got {bad:?}")
