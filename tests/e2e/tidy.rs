@@ -11,7 +11,8 @@
 //!   of every command), cite documents by the path the package installs them
 //!   at, and the package installs them; the example files the help names
 //!   exist.
-//! - Every source file of every crate appears in ARCHITECTURE.md's code map.
+//! - Every source file of every crate appears in ARCHITECTURE.md's code map,
+//!   by a name that singles out its crate or where the map is about its crate.
 //! - Every invariant ARCHITECTURE.md numbers is cited ("invariant 12") by a
 //!   code comment that relies on it, and no comment cites one it lacks.
 //!
@@ -448,22 +449,73 @@ fn missing_examples(page: &str, text: &str, tree: &Tree) -> Vec<String> {
         .collect()
 }
 
+/// The crates: each directory with a `Cargo.toml` (the fixture plugins' own
+/// workspace left out), with its short name (the package's, less
+/// `gpu-agent-`; `core`, `policy-edl`).
+fn crates(tree: &Tree) -> Vec<(&str, &str)> {
+    tree.iter()
+        .filter_map(|(path, text)| {
+            let dir = path.strip_suffix("/Cargo.toml")?;
+            let name = text
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))?
+                .trim_end_matches('"');
+            (!dir.starts_with("tests/fixture-plugins"))
+                .then(|| (dir, name.strip_prefix("gpu-agent-").unwrap_or(name)))
+        })
+        .collect()
+}
+
 /// The source files of the crates (every `.rs` file but those of the
 /// fixture plugins' own workspace) that ARCHITECTURE.md's code map does
-/// not name. A file is named by its file name (`mig_apply.rs`, or with
-/// its directory, `engine/mig_apply.rs`) or by a pattern whose `*` stands
-/// for part of one path step (`daemon_*.rs`, `commands/*.rs`: each file
-/// directly in a `commands` directory); a module's root (`lib.rs`,
-/// `main.rs`, `mod.rs`) is named with its crate or directory.
+/// not name.
+///
+/// A name is a path's last steps (`mig_apply.rs`, `engine/mig_apply.rs`,
+/// `plugins/edl/src/params.rs`) or a pattern whose `*` stands for part of
+/// one step (`daemon_*.rs`, `commands/*.rs`: each file directly in a
+/// `commands` directory). A name that fits files of one crate names them
+/// wherever it stands; one that fits files of several crates (`tests.rs`,
+/// `mig.rs`, `params.rs`) names only those of the crates its place in the
+/// map is about: a list item whose lead (up to its first `:`) names the
+/// crate (`` - `agent/backend`: ``, `` - `plugins/edl` ``), a table row
+/// whose crate column does (`core`, `` `gpu-agent-dbus` ``), a `###`
+/// section whose heading or first line does ("The daemon, module by
+/// module"), or, for a nested item, the item it is in. A module's root (`lib.rs`, `main.rs`, `mod.rs`) is named with
+/// its crate or directory.
 fn unmapped_sources(tree: &Tree) -> Vec<String> {
     let architecture = &tree["ARCHITECTURE.md"];
     let map = architecture
         .split("\n## ")
         .find(|s| s.starts_with("Code map"))
         .expect("ARCHITECTURE.md has a code map");
-    let named: BTreeSet<&str> = map
-        .split(|c: char| !(path_char(c) || c == '*'))
-        .filter(|w| w.ends_with(".rs"))
+    let crates = crates(tree);
+    let crate_of = |path: &str| {
+        crates
+            .iter()
+            .filter(|(dir, _)| path.starts_with(dir) && path[dir.len()..].starts_with('/'))
+            .max_by_key(|(dir, _)| dir.len())
+            .map(|(dir, _)| *dir)
+    };
+    // The crates a lead names, by directory or short name.
+    let named_crates = |lead: &str| -> BTreeSet<&str> {
+        lead.split(|c: char| !path_char(c))
+            .flat_map(|word| {
+                crates.iter().filter(move |(dir, name)| {
+                    word == *name
+                        || word.strip_prefix("gpu-agent-") == Some(*name)
+                        || word
+                            .strip_prefix(*dir)
+                            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                })
+            })
+            .map(|(dir, _)| *dir)
+            .collect()
+    };
+    let sources: Vec<&str> = tree
+        .keys()
+        .map(String::as_str)
+        .filter(|p| p.ends_with(".rs") && !p.starts_with("tests/fixture-plugins/"))
+        .filter(|p| !matches!(p.rsplit('/').next(), Some("lib.rs" | "main.rs" | "mod.rs")))
         .collect();
     // One path step against one step of a pattern.
     let step = |pattern: &str, step: &str| match pattern.split_once('*') {
@@ -472,21 +524,66 @@ fn unmapped_sources(tree: &Tree) -> Vec<String> {
         }
         None => pattern == step,
     };
-    let matches = |path: &str| {
-        named.iter().any(|n| {
-            if !n.contains('*') {
-                return path.rsplit('/').next() == n.rsplit('/').next();
-            }
-            let (mut steps, mut pattern) = (path.rsplit('/'), n.rsplit('/'));
-            pattern.all(|p| steps.next().is_some_and(|s| step(p, s)))
-        })
+    let fits = |name: &str, path: &str| {
+        let mut steps = path.rsplit('/');
+        name.rsplit('/')
+            .all(|p| steps.next().is_some_and(|s| step(p, s)))
     };
-    tree.keys()
-        .filter(|p| p.ends_with(".rs") && !p.starts_with("tests/fixture-plugins/"))
-        .filter(|p| {
-            let file = p.rsplit('/').next().unwrap_or(p);
-            !matches!(file, "lib.rs" | "main.rs" | "mod.rs") && !matches(p)
-        })
+    // The map cut into its parts: list items, table rows and `###`
+    // sections' first lines, each with the crates it is about.
+    let mut named: BTreeSet<&str> = BTreeSet::new();
+    let mut section: BTreeSet<&str> = BTreeSet::new();
+    let mut part: Vec<&str> = Vec::new();
+    let mut about: BTreeSet<&str> = BTreeSet::new();
+    // What the last item that is not nested is about.
+    let mut parent: BTreeSet<&str> = BTreeSet::new();
+    // A section's first line names its crate (`agent/daemon/src`).
+    let mut first_line = false;
+    let mut close = |part: &mut Vec<&str>, about: &BTreeSet<&str>| {
+        for name in part
+            .iter()
+            .flat_map(|line| line.split(|c: char| !(path_char(c) || c == '*')))
+            .filter(|w| w.ends_with(".rs"))
+        {
+            let fitting: Vec<&str> = sources.iter().copied().filter(|p| fits(name, p)).collect();
+            let in_crates: BTreeSet<Option<&str>> = fitting.iter().map(|p| crate_of(p)).collect();
+            named.extend(fitting.into_iter().filter(|p| {
+                in_crates.len() == 1 || crate_of(p).is_some_and(|c| about.contains(c))
+            }));
+        }
+        part.clear();
+    };
+    for line in map.lines() {
+        let item = line.trim_start();
+        let heading = line.strip_prefix("### ");
+        if item.starts_with("- ") || item.starts_with('|') || heading.is_some() {
+            close(&mut part, &about);
+            if let Some(heading) = heading {
+                section = named_crates(heading);
+                first_line = true;
+            }
+            let lead = match item.strip_prefix('|') {
+                Some(row) => row.split('|').nth(1).unwrap_or(""),
+                None => item.split(':').next().unwrap_or(""),
+            };
+            about = section.union(&named_crates(lead)).copied().collect();
+            if line.starts_with(' ') {
+                // A nested item is about its parent's crates too.
+                about.extend(parent.iter().copied());
+            } else {
+                parent = about.clone();
+            }
+        } else if first_line && !line.is_empty() {
+            first_line = false;
+            section.extend(named_crates(line));
+            about.extend(named_crates(line));
+        }
+        part.push(line);
+    }
+    close(&mut part, &about);
+    sources
+        .into_iter()
+        .filter(|p| !named.contains(p))
         .map(|p| format!("{p}: not in ARCHITECTURE.md's code map"))
         .collect()
 }
@@ -660,8 +757,9 @@ fn broken_tree() -> Tree {
     let files = [
         (
             "ARCHITECTURE.md",
-            "# Architecture\n\n## Code map\n\n- `core`: `a.rs`, tests `e2e_*.rs`, `commands/*.rs`.\n\
-             `tests/e2e/gone.rs`, `agent/core/src/`, `packaging/build/bin`, `plugins/<name>/`.\n\n\
+            "# Architecture\n\n## Code map\n\n- `core`: `a.rs`, `mig.rs`, tests `e2e_*.rs`, `commands/*.rs`.\n\
+             `tests/e2e/gone.rs`, `agent/core/src/`, `packaging/build/bin`, `plugins/<name>/`.\n\
+             - `plugins/<name>/`: `params.rs`; b's is `plugins/b/src/params.rs`.\n\n\
              ## Invariants\n\n1. **One.** Text.\n2. **Two.** Text.\n\n## Other\n`b.rs`\n",
         ),
         (
@@ -694,6 +792,16 @@ fn broken_tree() -> Tree {
         ("tests/e2e/e2e_x.rs", "// https://example.org/x.md\n"),
         ("agent/cli/src/commands/submit.rs", ""),
         ("agent/cli/src/commands/mig/plan.rs", ""),
+        // Two crates with a `mig.rs` each, two plugins with a `params.rs`
+        // each: a bare name counts only where the map is about its crate.
+        ("agent/core/Cargo.toml", "[package]\nname = \"gpu-agent-core\"\n"),
+        ("agent/core/src/mig.rs", ""),
+        ("agent/cli/Cargo.toml", "[package]\nname = \"gpu-agent-cli\"\n"),
+        ("agent/cli/src/mig.rs", ""),
+        ("plugins/a/Cargo.toml", "[package]\nname = \"gpu-agent-policy-a\"\n"),
+        ("plugins/a/src/params.rs", ""),
+        ("plugins/b/Cargo.toml", "[package]\nname = \"gpu-agent-policy-b\"\n"),
+        ("plugins/b/src/params.rs", ""),
     ];
     files
         .iter()
@@ -763,7 +871,11 @@ fn a_file_missing_from_the_code_map_is_caught() {
         unmapped_sources(&broken_tree()),
         vec![
             "agent/cli/src/commands/mig/plan.rs: not in ARCHITECTURE.md's code map",
+            // Named `mig.rs` only in the core's item.
+            "agent/cli/src/mig.rs: not in ARCHITECTURE.md's code map",
             "agent/core/src/b.rs: not in ARCHITECTURE.md's code map",
+            // `params.rs` in an item about no one crate.
+            "plugins/a/src/params.rs: not in ARCHITECTURE.md's code map",
         ]
     );
 }
