@@ -935,6 +935,11 @@ impl<'a> ParamReader<'a> {
         self.value(key, ParamType::Number).parse().ok()
     }
 
+    /// A free-text parameter.
+    pub fn text(&self, key: &str) -> &'a str {
+        self.value(key, ParamType::Text)
+    }
+
     /// A choice parameter, as `parse` reads its word (it must read each of
     /// the table's words).
     pub fn choice<T>(&self, key: &str, parse: impl FnOnce(&str) -> Option<T>) -> T {
@@ -1144,7 +1149,7 @@ mod tests {
     fn the_reader_gives_each_value_as_its_declared_type() {
         const AUTO: &[RStr<'static>] = &[RStr::from_str("auto")];
         const DEALING: &[RStr<'static>] = &[RStr::from_str("rr"), RStr::from_str("edf")];
-        const TABLE: [ParamInfo; 5] = [
+        const TABLE: [ParamInfo; 6] = [
             ParamInfo::integer("window", "8", "").at_least(1.0),
             ParamInfo::number("alpha", "0.5", "").above(0.0).below(1.0),
             ParamInfo::number("t0", "auto", "")
@@ -1152,15 +1157,11 @@ mod tests {
                 .or_words(AUTO),
             ParamInfo::choice("dealing", "edf", DEALING, ""),
             ParamInfo::bool("repartition", "true", ""),
+            ParamInfo::text("module", "", ""),
         ];
-        let given = |pairs: &[(&str, &str)]| -> Vec<Param> {
-            pairs
-                .iter()
-                .map(|&(k, v)| Param {
-                    key: k.into(),
-                    value: v.into(),
-                })
-                .collect()
+        let p = |key: &str, value: &str| Param {
+            key: key.into(),
+            value: value.into(),
         };
         let rr = |w: &str| Some(w == "rr");
         let defaults = ParamReader::new(&TABLE, &[]).unwrap();
@@ -1169,29 +1170,32 @@ mod tests {
         assert_eq!(defaults.number_or_word("t0"), None);
         assert!(!defaults.choice("dealing", rr));
         assert!(defaults.bool("repartition"));
+        assert_eq!(defaults.text("module"), "");
         // The last value of a key wins.
-        let values = given(&[
-            ("window", "2"),
-            ("window", "3"),
-            ("alpha", "0.9"),
-            ("t0", "12.5"),
-            ("dealing", "rr"),
-            ("repartition", "false"),
-        ]);
+        let values = [
+            p("window", "2"),
+            p("window", "3"),
+            p("alpha", "0.9"),
+            p("t0", "12.5"),
+            p("dealing", "rr"),
+            p("repartition", "false"),
+            p("module", "policy.py"),
+        ];
         let read = ParamReader::new(&TABLE, &values).unwrap();
         assert_eq!(read.integer::<u64>("window"), 3);
         assert_eq!(read.number("alpha"), 0.9);
         assert_eq!(read.number_or_word("t0"), Some(12.5));
         assert!(read.choice("dealing", rr));
         assert!(!read.bool("repartition"));
+        assert_eq!(read.text("module"), "policy.py");
         // A bad value or key is refused at once, as the loader refuses it.
         assert_eq!(
-            ParamReader::new(&TABLE, &given(&[("window", "0")])).unwrap_err(),
+            ParamReader::new(&TABLE, &[p("window", "0")]).unwrap_err(),
             "window: expected an integer >= 1, got \"0\""
         );
         assert_eq!(
-            ParamReader::new(&TABLE, &given(&[("seed", "1")])).unwrap_err(),
-            "unknown parameter \"seed\" (it takes: window, alpha, t0, dealing, repartition)"
+            ParamReader::new(&TABLE, &[p("seed", "1")]).unwrap_err(),
+            "unknown parameter \"seed\" (it takes: window, alpha, t0, dealing, repartition, module)"
         );
         // Reading what the table does not declare, or as another type, is the
         // plugin's bug.

@@ -20,7 +20,7 @@
 mod interpreter;
 mod vocabulary;
 
-use gpu_agent_plugin_api::{checked_param, Decision, Event, Param, ParamInfo, PolicyImpl, View};
+use gpu_agent_plugin_api::{Decision, Event, Param, ParamInfo, ParamReader, PolicyImpl, View};
 use pyo3::prelude::*;
 
 use vocabulary::{Classes, Devices, Tasks};
@@ -58,7 +58,7 @@ impl PythonPolicy {
     /// Loads the module `params` names; its import errors (with their
     /// traceback) refuse the policy.
     pub fn new(params: &[Param]) -> Result<PythonPolicy, String> {
-        let path = checked_param(&PARAMS, params, "module")?;
+        let path = ParamReader::new(&PARAMS, params)?.text("module");
         if path.is_empty() {
             return Err("module: a Python file is required (--param module=PATH)".into());
         }
