@@ -89,24 +89,105 @@ impl Trace {
         let mut csv = csv::ReaderBuilder::new()
             .comment(Some(b'#'))
             .from_reader(reader);
-        let csv_error = |e: csv::Error| {
-            let line = e.position().map(|p| p.line());
-            let message = match e.kind() {
-                csv::ErrorKind::UnequalLengths {
-                    expected_len, len, ..
-                } => {
-                    format!("expected {expected_len} fields like the header, got {len}")
-                }
-                _ => e.to_string(),
-            };
-            InputError::at(path, line, None, message)
-        };
         let headers: Vec<String> = csv
             .headers()
-            .map_err(csv_error)?
+            .map_err(|e| csv_error(path, e))?
             .iter()
             .map(|h| h.trim().to_string())
             .collect();
+        let (columns, warnings) = Columns::read(path, &headers)?;
+        sink.header(&warnings, rows);
+
+        let mut tasks: Vec<TraceTask> = Vec::with_capacity(rows);
+        // (hash of the id, index into `tasks`) of each row, for the
+        // duplicate check (`first_duplicate`), which runs once all rows are
+        // read, or at the first bad row.
+        let mut ids: Vec<(u64, u32)> = Vec::with_capacity(rows);
+        let on_host = OnHost::new(&host.devices);
+        let hasher = DefaultHashBuilder::default();
+        let mut record = csv::ByteRecord::new();
+        loop {
+            match csv.read_byte_record(&mut record) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    return Err(first_duplicate(path, &tasks, &mut ids, None)
+                        .unwrap_or_else(|| csv_error(path, e)))
+                }
+            }
+            let row = Row {
+                path,
+                record: &record,
+                line: record.position().map_or(0, |p| p.line()),
+            };
+            if let Some(i) = (0..record.len()).find(|&i| std::str::from_utf8(&record[i]).is_err()) {
+                let col = headers.get(i).map_or("?", String::as_str);
+                return Err(first_duplicate(path, &tasks, &mut ids, None)
+                    .unwrap_or_else(|| row.err(col, "expected UTF-8 text".into())));
+            }
+            let id = row.field(columns.id);
+            if id.is_empty() {
+                return Err(first_duplicate(path, &tasks, &mut ids, None)
+                    .unwrap_or_else(|| row.err("id", "expected a non-empty id".into())));
+            }
+            let hash = hasher.hash_one(id);
+            // The rest of the row; a duplicate id (of this row or an
+            // earlier one) is reported before anything wrong with it.
+            match row.task(id, &columns, host, apps, &on_host) {
+                Ok(task) => {
+                    sink.row(&task);
+                    ids.push((hash, tasks.len() as u32));
+                    tasks.push(task);
+                }
+                Err(e) => {
+                    return Err(
+                        first_duplicate(path, &tasks, &mut ids, Some((id, hash, row.line)))
+                            .unwrap_or(e),
+                    )
+                }
+            }
+        }
+        match first_duplicate(path, &tasks, &mut ids, None) {
+            Some(e) => Err(e),
+            None => Ok(Trace { tasks, warnings }),
+        }
+    }
+}
+
+/// A CSV reader's error, naming its line.
+fn csv_error(path: &Path, e: csv::Error) -> InputError {
+    let line = e.position().map(|p| p.line());
+    let message = match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => {
+            format!("expected {expected_len} fields like the header, got {len}")
+        }
+        _ => e.to_string(),
+    };
+    InputError::at(path, line, None, message)
+}
+
+/// Where each column is in a trace's header.
+struct Columns {
+    id: usize,
+    arrival: usize,
+    workload: usize,
+    mem_gb: usize,
+    deadline: usize,
+    weight: usize,
+    gpus: Option<usize>,
+    gpus_alt: Option<usize>,
+    runtimes: Option<usize>,
+    app: Option<usize>,
+    command: Option<usize>,
+    actual: Option<usize>,
+}
+
+impl Columns {
+    /// The columns of `headers`, and a warning for each unknown one; a
+    /// missing required column is an error on line 1.
+    fn read(path: &Path, headers: &[String]) -> Result<(Columns, Vec<String>), InputError> {
         let column = |name: &str| headers.iter().position(|h| h == name);
         let mut warnings = Vec::new();
         for h in headers
@@ -126,204 +207,202 @@ impl Trace {
                 )
             })?;
         }
-        let [id_col, arrival_col, workload_col, mem_col, deadline_col, weight_col] = required;
-        let (gpus_col, alt_col, runtimes_col, app_col, command_col) = (
-            column("gpus"),
-            column("gpus_alt"),
-            column("runtimes"),
-            column("app"),
-            column("command"),
-        );
-        let actual_col = column("actual");
-        sink.header(&warnings, rows);
+        let [id, arrival, workload, mem_gb, deadline, weight] = required;
+        let columns = Columns {
+            id,
+            arrival,
+            workload,
+            mem_gb,
+            deadline,
+            weight,
+            gpus: column("gpus"),
+            gpus_alt: column("gpus_alt"),
+            runtimes: column("runtimes"),
+            app: column("app"),
+            command: column("command"),
+            actual: column("actual"),
+        };
+        Ok((columns, warnings))
+    }
+}
 
-        let mut tasks: Vec<TraceTask> = Vec::with_capacity(rows);
-        // (hash of the id, index into `tasks`) of each row, for the
-        // duplicate check (`first_duplicate`), which runs once all rows are
-        // read, or at the first bad row.
-        let mut ids: Vec<(u64, u32)> = Vec::with_capacity(rows);
-        let on_host = OnHost::new(&host.devices);
-        let hasher = DefaultHashBuilder::default();
-        let mut record = csv::ByteRecord::new();
-        loop {
-            match csv.read_byte_record(&mut record) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    return Err(first_duplicate(path, &tasks, &mut ids, None)
-                        .unwrap_or_else(|| csv_error(e)))
-                }
-            }
-            let line = record.position().map_or(0, |p| p.line());
-            let err = |col: &str, msg: String| {
-                InputError::at(path, Some(line), Some(format!("column {col}")), msg)
-            };
-            if let Some(i) = (0..record.len()).find(|&i| std::str::from_utf8(&record[i]).is_err()) {
-                let col = headers.get(i).map_or("?", String::as_str);
-                return Err(first_duplicate(path, &tasks, &mut ids, None)
-                    .unwrap_or_else(|| err(col, "expected UTF-8 text".into())));
-            }
-            let field = |i: usize| {
-                record.get(i).map_or("", |bytes| {
-                    // SAFETY: every field of the record was checked as UTF-8
-                    // above, and trimming ASCII whitespace off UTF-8 leaves
-                    // UTF-8.
-                    unsafe { std::str::from_utf8_unchecked(bytes.trim_ascii()) }
-                })
-            };
-            let number = |i: usize, name: &str, rule: Rule| {
-                let text = field(i);
-                match text.parse::<f64>() {
-                    Ok(x) if rule.accepts(x) => Ok(x),
-                    Ok(x) if x.is_finite() && x.abs() > MAX_VALUE => {
-                        Err(err(name, rule.check(x).unwrap_err()))
-                    }
-                    _ => Err(err(
-                        name,
-                        format!("expected {}, got {text:?}", rule.describe()),
-                    )),
-                }
-            };
+/// One record of a trace, every field of it checked as UTF-8.
+struct Row<'a> {
+    path: &'a Path,
+    record: &'a csv::ByteRecord,
+    line: u64,
+}
 
-            let id = field(id_col);
-            if id.is_empty() {
-                return Err(first_duplicate(path, &tasks, &mut ids, None)
-                    .unwrap_or_else(|| err("id", "expected a non-empty id".into())));
+impl<'a> Row<'a> {
+    /// The error of column `col` on this row.
+    fn err(&self, col: &str, msg: String) -> InputError {
+        InputError::at(
+            self.path,
+            Some(self.line),
+            Some(format!("column {col}")),
+            msg,
+        )
+    }
+
+    /// Field `i`, trimmed (`""` past the record's end).
+    fn field(&self, i: usize) -> &'a str {
+        self.record.get(i).map_or("", |bytes| {
+            // SAFETY: every field of the record was checked as UTF-8
+            // before it is read, and trimming ASCII whitespace off UTF-8
+            // leaves UTF-8.
+            unsafe { std::str::from_utf8_unchecked(bytes.trim_ascii()) }
+        })
+    }
+
+    /// The field of an optional column, when the column is there and the
+    /// field not empty.
+    fn optional(&self, col: Option<usize>) -> Option<&'a str> {
+        col.map(|i| self.field(i)).filter(|s| !s.is_empty())
+    }
+
+    /// The number in field `i` (column `name`), within `rule`.
+    fn number(&self, i: usize, name: &str, rule: Rule) -> Result<f64, InputError> {
+        let text = self.field(i);
+        match text.parse::<f64>() {
+            Ok(x) if rule.accepts(x) => Ok(x),
+            Ok(x) if x.is_finite() && x.abs() > MAX_VALUE => {
+                Err(self.err(name, rule.check(x).unwrap_err()))
             }
-            let hash = hasher.hash_one(id);
-            // The rest of the row; a duplicate id (of this row or an
-            // earlier one) is reported before anything wrong with it.
-            let row = || -> Result<TraceTask, InputError> {
-                let id = id.to_string();
-                let gpus = match gpus_col.map(field).filter(|s| !s.is_empty()) {
-                    None => 1,
-                    Some(text) => match text.parse::<u32>() {
-                        Ok(g) if g >= 1 => g,
-                        _ => {
-                            return Err(err(
-                                "gpus",
-                                format!("expected an integer >= 1, got {text:?}"),
-                            ))
-                        }
-                    },
-                };
-                let alt_gpus = match alt_col.map(field).filter(|s| !s.is_empty()) {
-                    None => Vec::new(),
-                    Some(text) => text
-                        .split(';')
-                        .map(|v| v.trim().parse::<u32>().ok())
-                        .collect::<Option<Vec<u32>>>()
-                        .ok_or_else(|| {
-                            err(
-                                "gpus_alt",
-                                format!("expected ';'-separated integers >= 1, got {text:?}"),
-                            )
-                        })?,
-                };
-                let runtimes = match runtimes_col.map(field).filter(|s| !s.is_empty()) {
-                    None => Vec::new(),
-                    Some(text) => {
-                        let values: Vec<f64> =
-                            text.split(';')
-                                .map(|v| {
-                                    v.trim()
-                                        .parse::<f64>()
-                                        .ok()
-                                        .filter(|&x| Rule::RUNTIME.accepts(x))
-                                })
-                                .collect::<Option<_>>()
-                                .ok_or_else(|| {
-                                    err(
-                                "runtimes",
-                                format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
-                            )
-                                })?;
-                        values
-                    }
-                };
-                let app_name = app_col
-                    .map(field)
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or(DEFAULT_APP);
-                let app = apps.get(app_name).ok_or_else(|| {
-                    err(
-                        "app",
-                        format!(
-                            "unknown application profile {app_name:?}; known: {}",
-                            apps.names().join(", ")
-                        ),
-                    )
-                })?;
-                let spec = TaskSpec {
-                    id,
-                    arrival: number(arrival_col, "arrival", Rule::ARRIVAL)?,
-                    workload: number(workload_col, "workload", Rule::WORKLOAD)?,
-                    mem_gb: number(mem_col, "mem_gb", Rule::MEM_GB)?,
-                    deadline: number(deadline_col, "deadline", Rule::DEADLINE)?,
-                    weight: number(weight_col, "weight", Rule::WEIGHT)?,
-                    gpus,
-                    alt_gpus,
-                    runtimes,
-                    app: app.clone(),
-                };
-                spec.check_on(&on_host)
-                    .map_err(|(column, problem)| err(column, problem))?;
-                let command = command_col
-                    .map(field)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned);
-                let actual = match actual_col.map(field).filter(|s| !s.is_empty()) {
-                    None => None,
-                    Some(text) => match text.parse::<f64>().map(|x| Rule::WORKLOAD.check(x)) {
-                        Ok(Ok(x)) => Some(x),
-                        Ok(Err(e)) => return Err(err("actual", e)),
-                        Err(_) => {
-                            return Err(err(
-                                "actual",
-                                format!("expected {}, got {text:?}", Rule::WORKLOAD.describe()),
-                            ))
-                        }
-                    },
-                };
-                if let Some(a) = actual {
-                    // The true run times stay within the cap too.
-                    let true_spec = TaskSpec {
-                        workload: a,
-                        runtimes: spec
-                            .runtimes
-                            .iter()
-                            .map(|r| r * a / spec.workload)
-                            .collect(),
-                        ..spec.clone()
-                    };
-                    if let Some(problem) = true_spec.runtime_problem(&host.devices) {
-                        return Err(err("actual", problem));
-                    }
-                }
-                Ok(TraceTask {
-                    line,
-                    spec,
-                    command,
-                    actual,
-                })
-            };
-            match row() {
-                Ok(task) => {
-                    sink.row(&task);
-                    ids.push((hash, tasks.len() as u32));
-                    tasks.push(task);
-                }
-                Err(e) => {
-                    return Err(
-                        first_duplicate(path, &tasks, &mut ids, Some((id, hash, line)))
-                            .unwrap_or(e),
-                    )
-                }
-            }
+            _ => Err(self.err(name, format!("expected {}, got {text:?}", rule.describe()))),
         }
-        match first_duplicate(path, &tasks, &mut ids, None) {
-            Some(e) => Err(e),
-            None => Ok(Trace { tasks, warnings }),
+    }
+
+    /// The task of this row, whose id is `id`, checked against `host` and
+    /// `apps`.
+    fn task(
+        &self,
+        id: &str,
+        columns: &Columns,
+        host: &Host,
+        apps: &AppLibrary,
+        on_host: &OnHost<'_>,
+    ) -> Result<TraceTask, InputError> {
+        let id = id.to_string();
+        let gpus = self.gpus(columns.gpus)?;
+        let alt_gpus = self.alt_gpus(columns.gpus_alt)?;
+        let runtimes = self.runtimes(columns.runtimes)?;
+        let app_name = self.optional(columns.app).unwrap_or(DEFAULT_APP);
+        let app = apps.get(app_name).ok_or_else(|| {
+            self.err(
+                "app",
+                format!(
+                    "unknown application profile {app_name:?}; known: {}",
+                    apps.names().join(", ")
+                ),
+            )
+        })?;
+        let spec = TaskSpec {
+            id,
+            arrival: self.number(columns.arrival, "arrival", Rule::ARRIVAL)?,
+            workload: self.number(columns.workload, "workload", Rule::WORKLOAD)?,
+            mem_gb: self.number(columns.mem_gb, "mem_gb", Rule::MEM_GB)?,
+            deadline: self.number(columns.deadline, "deadline", Rule::DEADLINE)?,
+            weight: self.number(columns.weight, "weight", Rule::WEIGHT)?,
+            gpus,
+            alt_gpus,
+            runtimes,
+            app: app.clone(),
+        };
+        spec.check_on(on_host)
+            .map_err(|(column, problem)| self.err(column, problem))?;
+        let command = self.optional(columns.command).map(str::to_owned);
+        let actual = self.actual(columns.actual, &spec, host)?;
+        Ok(TraceTask {
+            line: self.line,
+            spec,
+            command,
+            actual,
+        })
+    }
+
+    /// `gpus`: 1 when absent.
+    fn gpus(&self, col: Option<usize>) -> Result<u32, InputError> {
+        match self.optional(col) {
+            None => Ok(1),
+            Some(text) => match text.parse::<u32>() {
+                Ok(g) if g >= 1 => Ok(g),
+                _ => Err(self.err("gpus", format!("expected an integer >= 1, got {text:?}"))),
+            },
+        }
+    }
+
+    /// `gpus_alt`: none when absent.
+    fn alt_gpus(&self, col: Option<usize>) -> Result<Vec<u32>, InputError> {
+        match self.optional(col) {
+            None => Ok(Vec::new()),
+            Some(text) => text
+                .split(';')
+                .map(|v| v.trim().parse::<u32>().ok())
+                .collect::<Option<Vec<u32>>>()
+                .ok_or_else(|| {
+                    self.err(
+                        "gpus_alt",
+                        format!("expected ';'-separated integers >= 1, got {text:?}"),
+                    )
+                }),
+        }
+    }
+
+    /// `runtimes`: none when absent.
+    fn runtimes(&self, col: Option<usize>) -> Result<Vec<f64>, InputError> {
+        match self.optional(col) {
+            None => Ok(Vec::new()),
+            Some(text) => text
+                .split(';')
+                .map(|v| {
+                    v.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|&x| Rule::RUNTIME.accepts(x))
+                })
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    self.err(
+                        "runtimes",
+                        format!("expected ';'-separated numbers > 0 or inf, got {text:?}"),
+                    )
+                }),
+        }
+    }
+
+    /// `actual`, whose true run times (`spec`'s scaled to it) stay within
+    /// the cap on `host` too.
+    fn actual(
+        &self,
+        col: Option<usize>,
+        spec: &TaskSpec,
+        host: &Host,
+    ) -> Result<Option<f64>, InputError> {
+        let actual = match self.optional(col) {
+            None => return Ok(None),
+            Some(text) => match text.parse::<f64>().map(|x| Rule::WORKLOAD.check(x)) {
+                Ok(Ok(x)) => x,
+                Ok(Err(e)) => return Err(self.err("actual", e)),
+                Err(_) => {
+                    return Err(self.err(
+                        "actual",
+                        format!("expected {}, got {text:?}", Rule::WORKLOAD.describe()),
+                    ))
+                }
+            },
+        };
+        let true_spec = TaskSpec {
+            workload: actual,
+            runtimes: spec
+                .runtimes
+                .iter()
+                .map(|r| r * actual / spec.workload)
+                .collect(),
+            ..spec.clone()
+        };
+        match true_spec.runtime_problem(&host.devices) {
+            Some(problem) => Err(self.err("actual", problem)),
+            None => Ok(Some(actual)),
         }
     }
 }
