@@ -137,6 +137,25 @@ struct Timed {
     tally: Tally,
 }
 
+impl Timed {
+    /// `policy` with its calls timed, and the tally they add up in.
+    fn wrap(policy: PolicyInstance) -> (PolicyInstance, Tally) {
+        let tally = Tally::default();
+        let timed = PolicyInstance {
+            name: policy.name,
+            policy: Policy_TO::from_value(
+                Timed {
+                    inner: policy.policy,
+                    tally: tally.clone(),
+                },
+                TD_Opaque,
+            ),
+            abandoned: policy.abandoned,
+        };
+        (timed, tally)
+    }
+}
+
 impl Policy for Timed {
     fn on_event(&mut self, view: &View<'_>, event: &EventNe) -> RResult<RVec<DecisionNe>, RString> {
         self.tally.time(|| self.inner.on_event(view, event))
@@ -341,47 +360,12 @@ fn replay(
     mut progress: impl FnMut(usize),
 ) -> Result<Outcome, Stop> {
     let policy_name = policy.name.clone();
-    let in_policy = Tally::default();
-    let policy = PolicyInstance {
-        name: policy.name,
-        policy: Policy_TO::from_value(
-            Timed {
-                inner: policy.policy,
-                tally: in_policy.clone(),
-            },
-            TD_Opaque,
-        ),
-        abandoned: policy.abandoned,
-    };
+    let (policy, in_policy) = Timed::wrap(policy);
     let mut core = Core::new(host.devices.clone(), policy).allowing_mig_policy(true);
     if default_clocks {
         core = core.at_default_clocks();
     }
-
-    let mut run = Run {
-        devices: host.devices.clone(),
-        labels: labels(&host.devices),
-        mig_delay_s: options.mig_delay_s,
-        mig_changes: Vec::new(),
-        counts: vec![(f64::NEG_INFINITY, schedulable(&host.devices))],
-        asked: Vec::new(),
-        idle_share_s: 0.0,
-        now: 0.0,
-        agenda: Agenda::new(),
-        seq: 0,
-        timers: hashbrown::HashSet::new(),
-        // A row per device of each task that runs (each starts once).
-        schedule: Vec::with_capacity(if options.schedule { tasks.rows() } else { 0 }),
-        keep_schedule: options.schedule,
-        // Added up as the rows' energies would be.
-        busy_j: std::iter::empty::<f64>().sum(),
-        totals: Totals::default(),
-        rejected: Vec::new(),
-        faults: Vec::new(),
-        busy_s: vec![0.0; host.devices.len()],
-        dvfs: false,
-        factors: Vec::new(),
-    };
+    let mut run = Run::new(host, options, tasks.rows());
     // Tasks submitted so far; the core numbers them in this order (their
     // keys), which is the arrival order, ties in trace order.
     let mut next = 0;
@@ -419,24 +403,7 @@ fn replay(
                 (a, clock.time(|| core.submit(a, spec).1))
             } else if core.unfinished() > 0 {
                 let actions = clock.time(|| core.handle(run.now, Input::Stalled));
-                if !actions.iter().any(|a| {
-                    matches!(
-                        a,
-                        Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
-                    )
-                }) {
-                    let first = core
-                        .pending()
-                        .first()
-                        .and_then(|&k| core.task(k))
-                        .map(|t| t.id.to_string())
-                        .unwrap_or_default();
-                    return Err(Stop::Sim(SimError::Stranded {
-                        policy: core.policy_name().into(),
-                        count: core.unfinished(),
-                        first,
-                    }));
-                }
+                stranded(&core, &actions)?;
                 (run.now, actions)
             } else {
                 break;
@@ -444,64 +411,37 @@ fn replay(
         run.now = now;
         run.apply(&mut core, actions);
     }
-
-    let busy_j = run.busy_j;
-    let changed = !run.mig_changes.is_empty();
-    let (devices, busy_s, idle_share_s) = (&run.devices, &run.busy_s, run.idle_share_s);
-    let energy = |from: f64, to: f64| {
-        if changed {
-            // Layouts changed: each GPU idles at its catalogue power over
-            // the span, less its busy devices' shares of it while they ran.
-            let gpus_w: f64 = devices
-                .iter()
-                .filter(|d| d.mig().is_none())
-                .map(|d| d.model.idle_w)
-                .sum();
-            metrics::EnergySplit {
-                run_j: busy_j,
-                idle_j: (gpus_w * (to - from) - idle_share_s).max(0.0),
-                overhead_j: 0.0,
-            }
-        } else {
-            metrics::energy_with_idle(devices, busy_s, busy_j, from, to)
-        }
+    let scheduling = SchedulingTime {
+        wall_s: clock.total().as_secs_f64(),
+        policy_s: clock.wall(in_policy.ticks()).as_secs_f64(),
+        decision_points: clock.calls(),
     };
-    let mut metrics = Metrics::from_totals(
-        &policy_name,
-        next,
-        run.rejected,
-        &run.totals,
-        // A split GPU runs nothing itself: its MIG instances are the devices.
-        schedulable(&host.devices),
-        energy,
-    );
-    if changed {
-        // Busy device-seconds over the device-seconds there were: the
-        // devices' count changed with the layouts.
-        let from = run.totals.first_arrival;
-        let to = metrics.makespan;
-        let mut device_s = 0.0;
-        for (k, &(since, count)) in run.counts.iter().enumerate() {
-            let until = run.counts.get(k + 1).map_or(to, |c| c.0);
-            device_s += count as f64 * (until.min(to) - since.max(from)).max(0.0);
-        }
-        if device_s > 0.0 {
-            metrics.utilization = run.totals.busy / device_s;
-        }
+    // A split GPU runs nothing itself: its MIG instances are the devices.
+    Ok(run.outcome(&policy_name, next, schedulable(&host.devices), scheduling))
+}
+
+/// The error of a replay stalled with tasks left, when the core's answer
+/// to `Stalled` (`actions`) neither starts, wakes nor refuses anything.
+fn stranded(core: &Core, actions: &[Action]) -> Result<(), Stop> {
+    if actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::Start { .. } | Action::WakeAt { .. } | Action::Reject { .. }
+        )
+    }) {
+        return Ok(());
     }
-    Ok(Outcome {
-        metrics,
-        schedule: run.schedule,
-        faults: run.faults,
-        scheduling: SchedulingTime {
-            wall_s: clock.total().as_secs_f64(),
-            policy_s: clock.wall(in_policy.ticks()).as_secs_f64(),
-            decision_points: clock.calls(),
-        },
-        dvfs: run.dvfs,
-        mig_changes: run.mig_changes,
-        devices: run.devices,
-    })
+    let first = core
+        .pending()
+        .first()
+        .and_then(|&k| core.task(k))
+        .map(|t| t.id.to_string())
+        .unwrap_or_default();
+    Err(Stop::Sim(SimError::Stranded {
+        policy: core.policy_name().into(),
+        count: core.unfinished(),
+        first,
+    }))
 }
 
 /// The trace's rows in arrival order, ties in trace order: the rows' own
@@ -571,6 +511,96 @@ struct Run {
 }
 
 impl Run {
+    /// A replay on `host`'s devices before any task, with room for the
+    /// schedule rows of about `rows` tasks when `options` keeps them.
+    fn new(host: &Host, options: &Options, rows: usize) -> Run {
+        Run {
+            devices: host.devices.clone(),
+            labels: labels(&host.devices),
+            mig_delay_s: options.mig_delay_s,
+            mig_changes: Vec::new(),
+            counts: vec![(f64::NEG_INFINITY, schedulable(&host.devices))],
+            asked: Vec::new(),
+            idle_share_s: 0.0,
+            now: 0.0,
+            agenda: Agenda::new(),
+            seq: 0,
+            timers: hashbrown::HashSet::new(),
+            // A row per device of each task that runs (each starts once).
+            schedule: Vec::with_capacity(if options.schedule { rows } else { 0 }),
+            keep_schedule: options.schedule,
+            // Added up as the rows' energies would be.
+            busy_j: std::iter::empty::<f64>().sum(),
+            totals: Totals::default(),
+            rejected: Vec::new(),
+            faults: Vec::new(),
+            busy_s: vec![0.0; host.devices.len()],
+            dvfs: false,
+            factors: Vec::new(),
+        }
+    }
+
+    /// The outcome of the finished replay of `policy` over `submitted`
+    /// tasks on a host of `devices` schedulable devices.
+    fn outcome(
+        mut self,
+        policy: &str,
+        submitted: usize,
+        devices: usize,
+        scheduling: SchedulingTime,
+    ) -> Outcome {
+        let rejected = std::mem::take(&mut self.rejected);
+        let changed = !self.mig_changes.is_empty();
+        let energy = |from: f64, to: f64| {
+            if changed {
+                // Layouts changed: each GPU idles at its catalogue power over
+                // the span, less its busy devices' shares of it while they ran.
+                let gpus_w: f64 = self
+                    .devices
+                    .iter()
+                    .filter(|d| d.mig().is_none())
+                    .map(|d| d.model.idle_w)
+                    .sum();
+                metrics::EnergySplit {
+                    run_j: self.busy_j,
+                    idle_j: (gpus_w * (to - from) - self.idle_share_s).max(0.0),
+                    overhead_j: 0.0,
+                }
+            } else {
+                metrics::energy_with_idle(&self.devices, &self.busy_s, self.busy_j, from, to)
+            }
+        };
+        let mut metrics =
+            Metrics::from_totals(policy, submitted, rejected, &self.totals, devices, energy);
+        if changed {
+            metrics.utilization = self
+                .utilization(metrics.makespan)
+                .unwrap_or(metrics.utilization);
+        }
+        Outcome {
+            metrics,
+            schedule: self.schedule,
+            faults: self.faults,
+            scheduling,
+            dvfs: self.dvfs,
+            mig_changes: self.mig_changes,
+            devices: self.devices,
+        }
+    }
+
+    /// Busy device-seconds over the device-seconds there were from the
+    /// first arrival to `makespan` (the devices' count changed with the
+    /// layouts); `None` when there were none.
+    fn utilization(&self, makespan: f64) -> Option<f64> {
+        let (from, to) = (self.totals.first_arrival, makespan);
+        let mut device_s = 0.0;
+        for (k, &(since, count)) in self.counts.iter().enumerate() {
+            let until = self.counts.get(k + 1).map_or(to, |c| c.0);
+            device_s += count as f64 * (until.min(to) - since.max(from)).max(0.0);
+        }
+        (device_s > 0.0).then(|| self.totals.busy / device_s)
+    }
+
     fn push(&mut self, at: f64, what: What) {
         self.seq += 1;
         let due = Due {
