@@ -211,59 +211,8 @@ pub fn convert(
     nodes: impl Read,
     options: &Options,
 ) -> Result<(Conversion, Summary), ImportError> {
-    if !(options.slack.is_finite() && options.slack > 0.0) {
-        return Err(ImportError::Option {
-            option: "--slack",
-            message: format!("expected a number > 0, got {}", options.slack),
-        });
-    }
-    if options.limit == Some(0) {
-        return Err(ImportError::Option {
-            option: "--limit",
-            message: "expected at least 1".into(),
-        });
-    }
-    let totals = read_nodes(nodes_path, nodes)?;
-    let all: u64 = totals.iter().map(|(_, n)| n).sum();
-    if all == 0 {
-        return Err(InputError::at(nodes_path, None, None, "no node with GPUs").into());
-    }
-    let wanted = options.gpus.map_or(all, u64::from);
-    if wanted == 0 || wanted > all {
-        return Err(ImportError::Option {
-            option: "--gpus",
-            message: format!(
-                "expected 1 to {all} (the GPUs of {}), got {wanted}",
-                nodes_path.display()
-            ),
-        });
-    }
-    let seats = apportion(&totals, wanted);
-    let host: Vec<HostEntry> = totals
-        .iter()
-        .zip(&seats)
-        .filter(|(_, &seats)| seats > 0)
-        .map(|(&(m, total), &seats)| {
-            let model = catalogue::lookup(m.catalogue).expect("MODELS names catalogue models");
-            HostEntry {
-                note: format!(
-                    "{}: {seats} of the node list's {total} GPUs ({}; speed {})",
-                    m.trace, m.gpu, m.speed
-                ),
-                model,
-                count: seats as u32,
-                speed: m.speed,
-                mem_gb: (m.mem_gb != model.memory_gb).then_some(m.mem_gb),
-            }
-        })
-        .collect();
-    // A pod without a GPU type constraint could be placed on any GPU of the
-    // cluster, so it needs at most the smallest one's memory.
-    let unit_mem_gb = totals
-        .iter()
-        .map(|(m, _)| m.mem_gb)
-        .fold(f64::INFINITY, f64::min);
-
+    check(options)?;
+    let cluster = Cluster::read(nodes_path, nodes, options.gpus)?;
     let mut summary = Summary {
         pods: 0,
         kept: 0,
@@ -271,80 +220,9 @@ pub fn convert(
         skipped: Skipped::default(),
         before_from: 0,
         after_limit: 0,
-        devices: wanted as u32,
+        devices: cluster.wanted as u32,
     };
-    let mut kept: Vec<(u64, TaskSpec)> = Vec::new();
-    let mut csv = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(pods);
-    let headers = csv.headers().map_err(|e| csv_error(pods_path, e))?.clone();
-    let columns = PodColumns::find(pods_path, &headers)?;
-    let mut lines_by_name: HashMap<String, u64> = HashMap::new();
-    let mut record = csv::StringRecord::new();
-    while csv
-        .read_record(&mut record)
-        .map_err(|e| csv_error(pods_path, e))?
-    {
-        summary.pods += 1;
-        if options.limit.is_some_and(|limit| kept.len() >= limit) {
-            summary.after_limit += 1;
-            continue;
-        }
-        let line = record.position().map_or(0, |p| p.line());
-        let pod = Pod::parse(pods_path, line, &record, &columns)?;
-        if let Some(first) = lines_by_name.insert(pod.name.clone(), line) {
-            return Err(column_error(
-                pods_path,
-                line,
-                "name",
-                format!("duplicate name {:?} (first on line {first})", pod.name),
-            ));
-        }
-        if pod.creation.is_some_and(|c| c < options.from) {
-            summary.before_from += 1;
-            continue;
-        }
-        let skipped = &mut summary.skipped;
-        if pod.gpus == 0 {
-            skipped.no_gpu += 1;
-            continue;
-        }
-        let (Some(creation), Some(scheduled), Some(deletion)) =
-            (pod.creation, pod.scheduled, pod.deletion)
-        else {
-            skipped.no_time += 1;
-            continue;
-        };
-        if deletion <= scheduled {
-            skipped.non_positive_run_time += 1;
-        } else if u64::from(pod.gpus) > wanted {
-            skipped.too_many_gpus += 1;
-        } else {
-            let run = deletion - scheduled;
-            // A fractional pod becomes a whole-GPU task doing the same GPU
-            // work: its run time times its share.
-            let workload = run as f64 * pod.milli as f64 / 1000.0;
-            let share = pod.milli as f64 / 1000.0;
-            if pod.milli < 1000 {
-                summary.fractional += 1;
-            }
-            kept.push((
-                creation,
-                TaskSpec {
-                    id: pod.name,
-                    arrival: 0.0,
-                    workload,
-                    mem_gb: share * unit_mem_gb,
-                    deadline: 0.0,
-                    weight: pod.weight,
-                    gpus: pod.gpus,
-                    alt_gpus: Vec::new(),
-                    runtimes: Vec::new(),
-                    app: AppModel::builtin_default(),
-                },
-            ));
-        }
-    }
+    let kept = read_pods(pods_path, pods, options, &cluster, &mut summary)?;
     summary.kept = kept.len();
     let origin = kept.iter().map(|(c, _)| *c).min().unwrap_or(0);
     let tasks = kept
@@ -362,11 +240,135 @@ pub fn convert(
     Ok((
         Conversion {
             host_header,
-            host,
+            host: cluster.host,
             tasks,
         },
         summary,
     ))
+}
+
+/// Refuses a `--slack` that is not a number > 0 and a `--limit` of 0.
+fn check(options: &Options) -> Result<(), ImportError> {
+    if !(options.slack.is_finite() && options.slack > 0.0) {
+        return Err(ImportError::Option {
+            option: "--slack",
+            message: format!("expected a number > 0, got {}", options.slack),
+        });
+    }
+    if options.limit == Some(0) {
+        return Err(ImportError::Option {
+            option: "--limit",
+            message: "expected at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The host a node list becomes.
+struct Cluster {
+    /// Its GPUs by model, each model's share kept.
+    host: Vec<HostEntry>,
+    /// How many GPUs it has.
+    wanted: u64,
+    /// The memory of its smallest GPU (GB): what a pod without a GPU type
+    /// constraint may count on.
+    unit_mem_gb: f64,
+}
+
+impl Cluster {
+    /// The node list's GPUs, scaled down to `gpus` (`--gpus`) when given.
+    fn read(path: &Path, nodes: impl Read, gpus: Option<u32>) -> Result<Cluster, ImportError> {
+        let totals = read_nodes(path, nodes)?;
+        let all: u64 = totals.iter().map(|(_, n)| n).sum();
+        if all == 0 {
+            return Err(InputError::at(path, None, None, "no node with GPUs").into());
+        }
+        let wanted = gpus.map_or(all, u64::from);
+        if wanted == 0 || wanted > all {
+            return Err(ImportError::Option {
+                option: "--gpus",
+                message: format!(
+                    "expected 1 to {all} (the GPUs of {}), got {wanted}",
+                    path.display()
+                ),
+            });
+        }
+        let seats = apportion(&totals, wanted);
+        let host = totals
+            .iter()
+            .zip(&seats)
+            .filter(|(_, &seats)| seats > 0)
+            .map(|(&(m, total), &seats)| {
+                let model = catalogue::lookup(m.catalogue).expect("MODELS names catalogue models");
+                HostEntry {
+                    note: format!(
+                        "{}: {seats} of the node list's {total} GPUs ({}; speed {})",
+                        m.trace, m.gpu, m.speed
+                    ),
+                    model,
+                    count: seats as u32,
+                    speed: m.speed,
+                    mem_gb: (m.mem_gb != model.memory_gb).then_some(m.mem_gb),
+                }
+            })
+            .collect();
+        // A pod without a GPU type constraint could be placed on any GPU of
+        // the cluster, so it needs at most the smallest one's memory.
+        let unit_mem_gb = totals
+            .iter()
+            .map(|(m, _)| m.mem_gb)
+            .fold(f64::INFINITY, f64::min);
+        Ok(Cluster {
+            host,
+            wanted,
+            unit_mem_gb,
+        })
+    }
+}
+
+/// The tasks of the pods `options` keeps, each with its creation time, in
+/// file order; `summary` counts the pods.
+fn read_pods(
+    path: &Path,
+    pods: impl Read,
+    options: &Options,
+    cluster: &Cluster,
+    summary: &mut Summary,
+) -> Result<Vec<(u64, TaskSpec)>, ImportError> {
+    let mut kept: Vec<(u64, TaskSpec)> = Vec::new();
+    let mut csv = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(pods);
+    let headers = csv.headers().map_err(|e| csv_error(path, e))?.clone();
+    let columns = PodColumns::find(path, &headers)?;
+    let mut lines_by_name: HashMap<String, u64> = HashMap::new();
+    let mut record = csv::StringRecord::new();
+    while csv
+        .read_record(&mut record)
+        .map_err(|e| csv_error(path, e))?
+    {
+        summary.pods += 1;
+        if options.limit.is_some_and(|limit| kept.len() >= limit) {
+            summary.after_limit += 1;
+            continue;
+        }
+        let line = record.position().map_or(0, |p| p.line());
+        let pod = Pod::parse(path, line, &record, &columns)?;
+        if let Some(first) = lines_by_name.insert(pod.name.clone(), line) {
+            return Err(column_error(
+                path,
+                line,
+                "name",
+                format!("duplicate name {:?} (first on line {first})", pod.name),
+            ));
+        }
+        if pod.creation.is_some_and(|c| c < options.from) {
+            summary.before_from += 1;
+            continue;
+        }
+        kept.extend(pod.task(cluster, summary));
+    }
+    Ok(kept)
 }
 
 /// The GPUs of each model in the node list, in order of first appearance.
@@ -576,6 +578,54 @@ impl Pod {
             scheduled: time(columns.scheduled, "scheduled_time")?,
             deletion: time(columns.deletion, "deletion_time")?,
         })
+    }
+
+    /// The task this pod of the slice becomes on `cluster`, with its
+    /// creation time (its arrival and deadline still to be set), or `None`
+    /// for a pod skipped; `summary` counts it.
+    fn task(self, cluster: &Cluster, summary: &mut Summary) -> Option<(u64, TaskSpec)> {
+        let skipped = &mut summary.skipped;
+        if self.gpus == 0 {
+            skipped.no_gpu += 1;
+            return None;
+        }
+        let (Some(creation), Some(scheduled), Some(deletion)) =
+            (self.creation, self.scheduled, self.deletion)
+        else {
+            skipped.no_time += 1;
+            return None;
+        };
+        if deletion <= scheduled {
+            skipped.non_positive_run_time += 1;
+            return None;
+        }
+        if u64::from(self.gpus) > cluster.wanted {
+            skipped.too_many_gpus += 1;
+            return None;
+        }
+        let run = deletion - scheduled;
+        // A fractional pod becomes a whole-GPU task doing the same GPU
+        // work: its run time times its share.
+        let workload = run as f64 * self.milli as f64 / 1000.0;
+        let share = self.milli as f64 / 1000.0;
+        if self.milli < 1000 {
+            summary.fractional += 1;
+        }
+        Some((
+            creation,
+            TaskSpec {
+                id: self.name,
+                arrival: 0.0,
+                workload,
+                mem_gb: share * cluster.unit_mem_gb,
+                deadline: 0.0,
+                weight: self.weight,
+                gpus: self.gpus,
+                alt_gpus: Vec::new(),
+                runtimes: Vec::new(),
+                app: AppModel::builtin_default(),
+            },
+        ))
     }
 }
 
