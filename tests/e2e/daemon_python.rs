@@ -3,7 +3,8 @@
 //! after a restart; a module that
 //! raises, or that does not answer within `policy_budget_ms`, is a policy
 //! fault: the built-in FIFO order runs the tasks, and the log holds the
-//! Python traceback. Skipped, saying so, where the plugin cannot be built.
+//! Python traceback; a module whose import takes longer than the budget is
+//! a refused policy. Skipped, saying so, where the plugin cannot be built.
 
 use std::path::Path;
 use std::time::Duration;
@@ -135,6 +136,23 @@ fn daemon_python_call_over_budget_is_a_fault() {
         ..Settings::default()
     });
     let dir = tempfile::tempdir().expect("temp dir");
+    // Loading the module is the constructor: an import over budget is a
+    // refused policy, and nothing changes.
+    let slow = dir.path().join("slow.py");
+    std::fs::write(
+        &slow,
+        "import time\ntime.sleep(2)\ndef on_event(view, event):\n    return []\n",
+    )
+    .expect("write the module");
+    let param = format!("module={}", slow.display());
+    let out = gpuctl(&d, &["policy", "use", "python", "--param", &param]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("policy python: its constructor did not return within 300 ms"),
+        "{stderr}"
+    );
+    assert_eq!(policy(&d), "fifo");
     let module = dir.path().join("endless.py");
     std::fs::write(
         &module,
