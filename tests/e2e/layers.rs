@@ -304,6 +304,80 @@ fn the_layers_are_architecture_mds_table() {
     );
 }
 
+/// Each locked package of `lock` (a Cargo.lock's text): name and version.
+fn locked(lock: &str) -> BTreeSet<(String, String)> {
+    let lock: toml::Table = lock.parse().expect("a Cargo.lock is TOML");
+    lock["package"]
+        .as_array()
+        .expect("[[package]]")
+        .iter()
+        .map(|p| {
+            let field = |k: &str| p[k].as_str().expect("name and version").to_string();
+            (field("name"), field("version"))
+        })
+        .collect()
+}
+
+/// The packages of `sub` locked at a version `main` does not lock while it
+/// locks the package: a second version of a dependency the project uses.
+fn versions_apart(main: &str, sub: &str) -> Vec<String> {
+    let main = locked(main);
+    locked(sub)
+        .into_iter()
+        .filter(|(name, version)| {
+            main.iter().any(|(n, _)| n == name) && !main.contains(&(name.clone(), version.clone()))
+        })
+        .map(|(name, version)| {
+            let ours: Vec<&str> = main
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+                .collect();
+            format!("{name} {version} (the workspace locks {})", ours.join(", "))
+        })
+        .collect()
+}
+
+/// The workspaces of their own (the `python` plugin's, the Python
+/// package's) lock every dependency they share with the main workspace at
+/// the main workspace's version, and their locks are up to date (a crate
+/// of the main workspace they build on that gains a dependency needs
+/// `cargo update --manifest-path M --workspace`).
+#[test]
+fn the_workspaces_of_their_own_lock_the_main_versions() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |rel: &str| std::fs::read_to_string(root.join(rel)).expect("read a Cargo.lock");
+    let main = read("Cargo.lock");
+    for manifest in &WORKSPACES[1..] {
+        let lock = manifest
+            .trim_start_matches("../")
+            .replace("Cargo.toml", "Cargo.lock");
+        assert_eq!(
+            versions_apart(&main, &read(&lock)),
+            Vec::<String>::new(),
+            "{lock}"
+        );
+        let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["metadata", "--format-version", "1", "--locked"])
+            .args(["--manifest-path", manifest])
+            .output()
+            .expect("run cargo metadata");
+        assert!(
+            out.status.success(),
+            "{lock} is out of date: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let apart = "[[package]]\nname = \"serde\"\nversion = \"0.9.0\"\n\n\
+                 [[package]]\nname = \"only-here\"\nversion = \"1.0.0\"\n";
+    let main = "[[package]]\nname = \"serde\"\nversion = \"1.0.0\"\n";
+    assert_eq!(
+        versions_apart(main, apart),
+        ["serde 0.9.0 (the workspace locks 1.0.0)"]
+    );
+}
+
 #[test]
 fn the_binaries_are_thin_over_their_libraries() {
     let meta = metadata(WORKSPACES[0]);
