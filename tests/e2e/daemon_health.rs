@@ -179,6 +179,37 @@ fn daemon_health_a_gpu_lost_under_load_loses_no_task() {
 }
 
 #[test]
+fn daemon_health_a_requeued_modelled_task_runs_its_whole_time_again() {
+    // The bundled host at time scale 100: x, a modelled run, starts on A100
+    // 0 (300 model s: 3 s); GPUs 1 and 2 are kept busy, so that when GPU 0
+    // fails x runs again on the T4, 4 times slower (1,200 model s: 12 s).
+    // Its first run's end, due 3 s after that start, belongs to a run that
+    // is over: it must not end the second one.
+    let d = Daemon::start();
+    let x = d.submit(&requeued(300.0)).expect("Submit x");
+    d.wait_state(&x, TaskStatus::Running, Duration::from_secs(10));
+    assert_eq!(d.task(&x).devices, vec![0]);
+    let busy: Vec<String> = (0..2)
+        .map(|_| d.submit(&spec(1e5, 1.0, 1e6, 1.0)).expect("Submit"))
+        .collect();
+    for id in &busy {
+        d.wait_state(id, TaskStatus::Running, Duration::from_secs(10));
+    }
+    ok(&gpuctl(&d, &["mock", "inject", "0", "xid", "79"]));
+    wait_for("x runs again on the T4", Duration::from_secs(10), || {
+        let t = d.task(&x);
+        (t.state == TaskStatus::Running && t.devices == [3]).then_some(())
+    });
+    let done = d.wait_state(&x, TaskStatus::Succeeded, Duration::from_secs(60));
+    let ran = done.finished.unwrap() - done.started.unwrap();
+    // Stored times are wall seconds: 1,200 model s at scale 100.
+    assert!(
+        ran * 100.0 >= 1_200.0 - 1.0,
+        "x ran {ran} s on the T4: {done:?}"
+    );
+}
+
+#[test]
 fn daemon_health_a_drained_gpu_finishes_its_task_and_takes_no_other() {
     let d = Daemon::start();
     let _rt = d.enter();

@@ -31,18 +31,11 @@ use gpu_agent_dvfs::{Options, Profile, Search};
 use gpu_agent_plugin_api::Clocks;
 
 use super::lifecycle::{clocks_record, lock_clocks};
+use super::table::Holding;
 use super::{Engine, Notice, Round};
 use crate::policy_params;
 use crate::states::Health;
 use crate::store::Op;
-
-/// What the engine keeps of an adopted task while it runs.
-pub(super) struct Adopted {
-    /// Each device's energy counter when it was adopted (or restored), mJ.
-    energy_at_start: Vec<Option<u64>>,
-    /// Whether its clocks were locked.
-    clocks_set: bool,
-}
 
 /// A Slurm job's adoption as `/metrics` shows it (docs/metrics.md, "Slurm
 /// jobs"): one that runs, or one that ended less than [`RECENT_JOB_S`] ago.
@@ -112,13 +105,12 @@ impl Engine {
             self.recent_jobs.pop_front();
         }
         let mut jobs: Vec<JobEnergy> = self
-            .adopted
-            .iter()
-            .filter_map(|(id, run)| {
-                let (info, _) = self.tasks.find(id)?;
+            .tasks
+            .adoptions()
+            .filter_map(|(info, run)| {
                 Some(JobEnergy {
                     job: super::slurm::job_of(&info.spec.external_id)?,
-                    task: id.clone(),
+                    task: info.id.clone(),
                     running: true,
                     energy_j: info.energy_j,
                     meters: info
@@ -228,7 +220,7 @@ impl Engine {
         end: ReleaseEnd,
         round: &mut Round,
     ) -> Result<(), AgentError> {
-        if !self.adopted.contains_key(id) {
+        if self.tasks.adoption(id).is_none() {
             return Err(match self.lookup(id) {
                 Ok(_) => AgentError::NoSuchTask(format!(
                     "task {id} is not an adopted task that runs (Cancel ends the agent's own tasks)"
@@ -244,17 +236,16 @@ impl Engine {
     /// Keeps every adopted task as the daemon stops: its clocks reset (the
     /// next start locks them again), its energy so far stored with it.
     pub(super) fn keep_adopted_at_stop(&mut self, round: &mut Round) {
-        let mut ids: Vec<String> = self.adopted.keys().cloned().collect();
+        let mut ids: Vec<String> = self.tasks.adopted().map(|t| t.id.clone()).collect();
         ids.sort();
         for id in ids {
-            let (Some(run), Some(info)) = (
-                self.adopted.remove(&id),
+            let (Some(holding), Some(info)) = (
+                self.tasks.take_adopted(&id),
                 self.tasks.find(&id).map(|(t, _)| t.clone()),
             ) else {
                 continue;
             };
-            let energy_mj =
-                self.free_devices(&info.devices, &run.energy_at_start, run.clocks_set, round);
+            let energy_mj = self.free_devices(&info.devices, &holding, round);
             let kept = TaskInfo {
                 energy_j: sum_energy(info.energy_j, energy_mj),
                 ..info
@@ -292,14 +283,7 @@ impl Engine {
                 "task {id} ({}) is released: its deadline passed while gpu-agentd was down",
                 info.spec.external_id
             );
-            self.tasks.insert(info);
-            self.adopted.insert(
-                id.clone(),
-                Adopted {
-                    energy_at_start: Vec::new(),
-                    clocks_set: false,
-                },
-            );
+            self.tasks.adopt(info, Holding::default());
             let reason = "released on restart: its deadline passed while gpu-agentd was down";
             self.end_adopted(&id, TaskStatus::Succeeded, Some(reason.into()), round);
         }
@@ -309,7 +293,7 @@ impl Engine {
     /// `ListTasks` show it: what a stop stored with it plus its devices'
     /// use since it was adopted (or restored); `None` for any other task.
     pub(super) fn adopted_energy_so_far(&self, info: &TaskInfo) -> Option<f64> {
-        let run = self.adopted.get(&info.id)?;
+        let run = self.tasks.adoption(&info.id)?;
         let since_mj = self.energy_since(&info.devices, &run.energy_at_start);
         sum_energy(info.energy_j, since_mj)
     }
@@ -321,10 +305,7 @@ impl Engine {
 
     /// The devices of every adopted task.
     pub(super) fn adopted_devices(&self) -> impl Iterator<Item = u32> + '_ {
-        self.adopted
-            .keys()
-            .filter_map(|id| self.tasks.find(id))
-            .flat_map(|(t, _)| t.devices.iter().copied())
+        self.tasks.adopted().flat_map(|t| t.devices.iter().copied())
     }
 
     /// Refuses a device that is not this host's, a GPU split into MIG
@@ -346,24 +327,20 @@ impl Engine {
                 self.core.devices_of_gpu(gpu)
             )));
         }
-        if let Some((task, _)) = self
-            .running
-            .keys()
-            .filter_map(|&k| self.tasks.get(k).map(|t| (t, k)))
-            .find(|(t, _)| t.devices.contains(&gpu))
+        if let Some((_, task, _)) = self
+            .tasks
+            .running()
+            .find(|(_, t, _)| t.devices.contains(&gpu))
         {
             return Err(AgentError::Busy(format!(
                 "GPU {gpu} runs task {}, which the agent does not stop for an adopted job",
                 task.id
             )));
         }
-        if let Some(id) = self.adopted.keys().find(|id| {
-            self.tasks
-                .find(id)
-                .is_some_and(|(t, _)| t.devices.contains(&gpu))
-        }) {
+        if let Some(task) = self.tasks.adopted().find(|t| t.devices.contains(&gpu)) {
             return Err(AgentError::Busy(format!(
-                "GPU {gpu} is adopted by task {id}"
+                "GPU {gpu} is adopted by task {}",
+                task.id
             )));
         }
         if !health.is_ok() {
@@ -373,12 +350,9 @@ impl Engine {
     }
 
     fn adopted_by_external_id(&self, external_id: &str) -> Option<&TaskInfo> {
-        self.adopted.keys().find_map(|id| {
-            self.tasks
-                .find(id)
-                .map(|(t, _)| t)
-                .filter(|t| t.spec.external_id == external_id)
-        })
+        self.tasks
+            .adopted()
+            .find(|t| t.spec.external_id == external_id)
     }
 
     /// Occupies the devices of running adopted task `info`: stores it with
@@ -416,10 +390,9 @@ impl Engine {
                 self.apply(actions, round);
             }
         }
-        self.tasks.insert(info);
-        self.adopted.insert(
-            id,
-            Adopted {
+        self.tasks.adopt(
+            info,
+            Holding {
                 energy_at_start,
                 clocks_set,
             },
@@ -435,14 +408,13 @@ impl Engine {
         reason: Option<String>,
         round: &mut Round,
     ) {
-        let Some(run) = self.adopted.remove(id) else {
+        let Some(holding) = self.tasks.take_adopted(id) else {
             return;
         };
         let Some(info) = self.tasks.find(id).map(|(t, _)| t.clone()) else {
             return;
         };
-        let energy_mj =
-            self.free_devices(&info.devices, &run.energy_at_start, run.clocks_set, round);
+        let energy_mj = self.free_devices(&info.devices, &holding, round);
         let finished = TaskInfo {
             state,
             finished: Some(self.time.unix_now()),

@@ -70,23 +70,38 @@ impl NotStarted {
     }
 }
 
-/// One way of running tasks. Each call names a run by its task's core key;
-/// a key is started at most once and released at most once.
+/// An executor's handle on a run it started, kept in the task's record
+/// (`table::Started`): the executors keep no table of their own.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Handle {
+    /// A process group, by its id ([`super::process::Processes`]).
+    Process(u32),
+    /// A modelled run ending at this model time
+    /// ([`super::modelled::Modelled`]): an end due at another time is an
+    /// earlier run's of the same task.
+    Modelled(f64),
+}
+
+/// One way of running tasks. A run is started at most once and released
+/// at most once; a run that never began (no [`Handle`]) is the engine's
+/// alone: it ends at once when cancelled, with nothing to release, and a
+/// stop ends it.
 pub(super) trait Executor {
-    /// Starts a run. `Err`: why it could not start (nothing runs, nothing
-    /// is held). Changes to store right after this round go to `unsaved`.
-    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), NotStarted>;
+    /// Starts a run; its handle. `Err`: why it could not start (nothing
+    /// runs, nothing is held). Changes to store right after this round go
+    /// to `unsaved`.
+    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<Handle, NotStarted>;
 
-    /// Asks the run of `key` to end early, with `grace` between the polite
+    /// Asks run `handle` to end early, with `grace` between the polite
     /// and the forced end.
-    fn cancel(&mut self, key: TaskKey, grace: Duration) -> Cancelled;
+    fn cancel(&mut self, handle: Handle, grace: Duration) -> Cancelled;
 
-    /// The run of `task` (key `key`) has ended, or will never start: lets go
-    /// of what it held. Changes to store go to `ops`.
-    fn release(&mut self, key: TaskKey, task: &TaskInfo, ops: &mut Vec<Op>);
+    /// Run `handle` of `task` (key `key`) has ended: lets go of what it
+    /// held. Changes to store go to `ops`.
+    fn release(&mut self, key: TaskKey, handle: Handle, task: &TaskInfo, ops: &mut Vec<Op>);
 
-    /// What a stop does to the run of `key`; `keep`: `keep_tasks_on_stop`.
-    fn at_stop(&self, key: TaskKey, keep: bool) -> AtStop;
+    /// What a stop does to run `handle`; `keep`: `keep_tasks_on_stop`.
+    fn at_stop(&self, handle: Handle, keep: bool) -> AtStop;
 }
 
 /// The load runs put on GPUs that model it (the mock), so that those draw the

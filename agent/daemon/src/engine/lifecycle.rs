@@ -6,7 +6,8 @@ use gpu_agent_plugin_api::{AppModel, Clocks, TaskKey};
 
 use super::clocks::{self, LOCKED_CORE, LOCKED_MEMORY};
 use super::executor::{AtStop, Cancelled, Start};
-use super::{Effect, Engine, How, Notice, Request, Round, Running};
+use super::table::{Holding, How, Started};
+use super::{Effect, Engine, Notice, Request, Round};
 use crate::config::IdleClocks;
 use crate::exec;
 use crate::states::Health;
@@ -151,12 +152,15 @@ impl Engine {
                     // The run starts once its clocks are locked
                     // (`Engine::clocks_locked`).
                     let locks = if clocks_set { devices.len() } else { 0 };
-                    self.running.insert(
+                    self.tasks.start(
                         task,
-                        Running {
+                        Started {
                             how,
-                            energy_at_start: Vec::new(),
-                            clocks_set,
+                            holding: Holding {
+                                energy_at_start: Vec::new(),
+                                clocks_set,
+                            },
+                            handle: None,
                             awaiting_locks: (locks > 0).then_some((locks, runtime)),
                             cancelled: false,
                             interrupted: None,
@@ -174,8 +178,8 @@ impl Engine {
                 }
                 Action::Overrunning { task, until } => {
                     let first = self
-                        .running
-                        .get_mut(&task)
+                        .tasks
+                        .started_mut(task)
                         .is_some_and(|run| !std::mem::replace(&mut run.overran, true));
                     if let Some(info) = self.tasks.get(task).filter(|_| first) {
                         log::info!(
@@ -187,16 +191,14 @@ impl Engine {
                 }
                 Action::Interrupt { task, device } => {
                     let reason = self.interrupt_reason(device);
-                    let grace = self.cancel_grace();
-                    let Some(run) = self.running.get_mut(&task) else {
+                    let Some(run) = self.tasks.started_mut(task) else {
                         continue;
                     };
                     if run.interrupted.is_some() {
                         continue; // already being stopped
                     }
                     run.interrupted = Some(reason);
-                    let how = run.how;
-                    if self.exec.of(how).cancel(task, grace) == Cancelled::Ended {
+                    if self.cancel_run(task) == Cancelled::Ended {
                         self.finish(task, Err("stopped".into()), round);
                     }
                 }
@@ -228,24 +230,23 @@ impl Engine {
         }
     }
 
-    /// Frees `devices` at the end of a run (a task's, or an adopted job's):
-    /// unlocks the clocks the run set, clears each device's current task, and
-    /// returns the energy the devices used since `energy_at_start`
-    /// ([`Engine::energy_since`]).
+    /// Frees `devices` at the end of a run (a task's, or an adopted job's)
+    /// that held `holding` there: unlocks the clocks the run set, clears
+    /// each device's current task, and returns the energy the devices used
+    /// since its start ([`Engine::energy_since`]).
     pub(super) fn free_devices(
         &self,
         devices: &[u32],
-        energy_at_start: &[Option<u64>],
-        clocks_set: bool,
+        holding: &Holding,
         round: &mut Round,
     ) -> Option<u64> {
-        let energy_mj = self.energy_since(devices, energy_at_start);
+        let energy_mj = self.energy_since(devices, &holding.energy_at_start);
         for &d in devices {
             round.notice(Notice::CurrentTask {
                 device: d,
                 task: String::new(),
             });
-            if clocks_set {
+            if holding.clocks_set {
                 unlock_clocks(d, round);
             }
         }
@@ -276,16 +277,45 @@ impl Engine {
         energy_mj
     }
 
+    /// Asks the run of task `key` to end early (`cancel_grace_s` between
+    /// the polite and the forced end); one that never began ends at once.
+    pub(super) fn cancel_run(&mut self, key: TaskKey) -> Cancelled {
+        let grace = self.cancel_grace();
+        match self.tasks.started(key).and_then(|run| run.handle) {
+            Some(handle) => self.exec.running(handle).cancel(handle, grace),
+            None => Cancelled::Ended,
+        }
+    }
+
+    /// Settles run `run` of `task` (key `key`), taken off its record: frees
+    /// its devices and lets its executor release it; the energy it used, mJ.
+    fn settle(
+        &mut self,
+        key: TaskKey,
+        run: &Started,
+        task: &TaskInfo,
+        round: &mut Round,
+    ) -> Option<u64> {
+        let energy_mj = self.free_devices(&task.devices, &run.holding, round);
+        if let Some(handle) = run.handle {
+            self.exec
+                .running(handle)
+                .release(key, handle, task, &mut round.ops);
+        }
+        energy_mj
+    }
+
     /// A running task left its devices: `Ok` when it succeeded.
     pub(super) fn finish(&mut self, key: TaskKey, result: Result<(), String>, round: &mut Round) {
-        let (Some(run), Some(task)) = (self.running.remove(&key), self.tasks.get(key)) else {
+        let Some(run) = self.tasks.take_started(key) else {
             log::error!("task key {key} ended but was not running");
             return;
         };
-        let task = task.clone();
-        let energy_mj =
-            self.free_devices(&task.devices, &run.energy_at_start, run.clocks_set, round);
-        self.exec.of(run.how).release(key, &task, &mut round.ops);
+        // A run belongs to a held task (`table.rs`).
+        let Some(task) = self.tasks.get(key).cloned() else {
+            return;
+        };
+        let energy_mj = self.settle(key, &run, &task, round);
         if let Some(info) = self.tasks.get_mut(key) {
             info.energy_j = energy_mj.map(|mj| mj as f64 / 1000.0);
         }
@@ -373,18 +403,20 @@ impl Engine {
             let what = format!("{} was not adopted", spec.external_id);
             round.reply(reply, Err(super::requests::stopping(&what)));
         }
-        let mut keys: Vec<TaskKey> = self.running.keys().copied().collect();
+        let mut keys: Vec<TaskKey> = self.tasks.running().map(|(key, _, _)| key).collect();
         keys.sort_unstable();
         let mut groups = Vec::new();
+        let keep = self.config.keep_tasks_on_stop;
         for key in keys {
-            let Some(how) = self.running.get(&key).map(|r| r.how) else {
+            let Some(run) = self.tasks.started(key) else {
                 continue;
             };
-            match self
-                .exec
-                .of(how)
-                .at_stop(key, self.config.keep_tasks_on_stop)
-            {
+            let at_stop = match run.handle {
+                Some(handle) => self.exec.running(handle).at_stop(handle, keep),
+                // It never began: nothing runs to keep.
+                None => AtStop::End(None),
+            };
+            match at_stop {
                 // Left running; the next start records it as lost (or queues it again).
                 AtStop::Keep => continue,
                 AtStop::End(group) => groups.extend(group),
@@ -544,8 +576,8 @@ impl Engine {
     /// lock on its GPUs itself, before its own clocks are set.
     pub(super) fn idle_clocks(&mut self, round: &mut Round) {
         let mut busy = vec![false; self.idle.len()];
-        for key in self.running.keys() {
-            for &d in self.tasks.get(*key).map_or(&[][..], |t| &t.devices) {
+        for (_, task, _) in self.tasks.running() {
+            for &d in &task.devices {
                 if let Some(b) = busy.get_mut(d as usize) {
                     *b = true;
                 }
@@ -599,7 +631,7 @@ impl Engine {
     /// command.
     fn launch(&mut self, key: TaskKey, runtime: f64) {
         // Absent when cancelled or stopped before it could start.
-        let Some(how) = self.running.get(&key).map(|r| r.how) else {
+        let Some(how) = self.tasks.started(key).map(|r| r.how) else {
             return;
         };
         let Some(task) = self.tasks.get(key).cloned() else {
@@ -610,8 +642,8 @@ impl Engine {
             .iter()
             .map(|&d| self.energy_counter(d))
             .collect();
-        if let Some(run) = self.running.get_mut(&key) {
-            run.energy_at_start = energy;
+        if let Some(run) = self.tasks.started_mut(key) {
+            run.holding.energy_at_start = energy;
         }
         let app = self.app(&task.spec.app);
         let start = Start {
@@ -621,7 +653,11 @@ impl Engine {
             runtime,
         };
         match self.exec.of(how).start(start, &mut self.unsaved) {
-            Ok(()) => {}
+            Ok(handle) => {
+                if let Some(run) = self.tasks.started_mut(key) {
+                    run.handle = Some(handle);
+                }
+            }
             Err(e) if e.short_of_descriptors && !self.stopping => {
                 // It holds its devices until then, so the retry is paced.
                 log::warn!(
@@ -644,14 +680,13 @@ impl Engine {
     /// start for want of file descriptors (unless it ended meanwhile:
     /// cancelled, or its device failed).
     pub(super) fn wait_again(&mut self, key: TaskKey, round: &mut Round) {
-        let Some(run) = self.running.remove(&key) else {
+        let Some(run) = self.tasks.take_started(key) else {
             return;
         };
         let Some(task) = self.tasks.get(key).cloned() else {
             return;
         };
-        self.free_devices(&task.devices, &run.energy_at_start, run.clocks_set, round);
-        self.exec.of(run.how).release(key, &task, &mut round.ops);
+        self.settle(key, &run, &task, round);
         self.requeue(key, round);
         let now = self.time.model_now();
         let actions = self.decide(|core| core.handle(now, Input::Requeue { task: key }));
@@ -684,7 +719,7 @@ impl Engine {
     /// One GPU of task `key` has its clocks locked: its run starts once
     /// every GPU of it has (unless it ended meanwhile, or a stop began).
     pub(super) fn clocks_locked(&mut self, key: TaskKey, round: &mut Round) {
-        let Some(run) = self.running.get_mut(&key) else {
+        let Some(run) = self.tasks.started_mut(key) else {
             return;
         };
         let Some((left, runtime)) = run.awaiting_locks.as_mut() else {

@@ -25,9 +25,13 @@
 //! stop begins, the round refuses every later request that would change
 //! state (`ShuttingDown`).
 //!
-//! The engine knows its tasks through one `table::TaskTable`, and runs
-//! them through one `executor::Executor` trait: `process::Processes`
-//! for tasks with a command, `modelled::Modelled` for the rest.
+//! The engine knows its tasks through one `table::TaskTable`, a record
+//! per task holding all the engine keeps of it (its stored state, its core
+//! key, its run: executor handle, energy and clocks to settle, adoption),
+//! so that a task leaves with everything at once (invariant 23); and runs
+//! them through one `executor::Executor` trait: `process::Processes` for
+//! tasks with a command, `modelled::Modelled` for the rest, which keep no
+//! table of their own (their handles are in the records).
 
 mod adopt;
 mod clocks;
@@ -62,7 +66,7 @@ use crate::layout::{Target, Targets};
 use crate::states::{Health, MigState};
 use crate::telemetry::Telemetry;
 use crate::test_hooks::Hook;
-use executor::{Executor, MockLoad};
+use executor::{Executor, Handle, MockLoad};
 use gpu_agent_backend::{GpuBackend, ModelledLoad};
 use gpu_agent_core::agenda::Agenda;
 use gpu_agent_core::metrics::Metrics;
@@ -75,7 +79,7 @@ use gpu_agent_loader::Registry;
 use gpu_agent_plugin_api::AppModel;
 use modelled::Modelled;
 use process::Processes;
-use table::TaskTable;
+use table::{How, TaskTable};
 use tally::Tally;
 use tokens::ClientTokens;
 
@@ -412,15 +416,6 @@ pub enum EngineError {
     Thread(std::io::Error),
 }
 
-/// Which executor runs a task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum How {
-    /// Its command, as a process.
-    Process,
-    /// No command: a modelled run.
-    Modelled,
-}
-
 /// The executors, one per [`How`].
 struct Executors {
     processes: Processes,
@@ -434,26 +429,14 @@ impl Executors {
             How::Modelled => &mut self.modelled,
         }
     }
-}
 
-/// A task the core is running.
-struct Running {
-    /// Which executor runs it.
-    how: How,
-    /// Each device's energy counter at start, mJ.
-    energy_at_start: Vec<Option<u64>>,
-    /// Whether the daemon set its clocks.
-    clocks_set: bool,
-    /// While its clocks are being locked: how many of its GPUs are yet to
-    /// report (`Request::ClocksLocked`), and the run time to launch it with.
-    awaiting_locks: Option<(usize, f64)>,
-    /// Whether it was cancelled.
-    cancelled: bool,
-    /// Why it was stopped, if a device of it went offline.
-    interrupted: Option<String>,
-    /// Whether it ran past its expected end (said once in the log; the
-    /// core checks it again and again, each time twice as far out).
-    overran: bool,
+    /// The executor that started run `handle`.
+    fn running(&mut self, handle: Handle) -> &mut dyn Executor {
+        match handle {
+            Handle::Process(_) => &mut self.processes,
+            Handle::Modelled(_) => &mut self.modelled,
+        }
+    }
 }
 
 /// Something to do once the round's changes are stored.
@@ -531,18 +514,17 @@ pub struct Engine {
     inbox: mpsc::Sender<Request>,
     /// Requests the engine sent itself, handled before waiting again.
     deferred: Vec<Request>,
+    /// Every task that has not ended, with all the engine holds of it:
+    /// its stored record, its core key, its run (`table.rs`).
     tasks: TaskTable,
     /// The tasks that ended and left the table, summed up.
     tally: Tally,
     /// Each device's health.
     health: Vec<Health>,
-    running: HashMap<TaskKey, Running>,
     /// Per device: its clocks locked while idle (`idle_clocks = "min"`).
     idle: Vec<lifecycle::IdleLock>,
     /// The threads that lock and reset the GPUs' clocks (`clocks.rs`).
     clocks: clocks::Workers,
-    /// Adopted tasks, by id (`adopt.rs`).
-    adopted: HashMap<String, adopt::Adopted>,
     /// The Slurm jobs whose adoption ended lately, oldest first (`/metrics`).
     recent_jobs: VecDeque<adopt::JobEnergy>,
     /// The thread that asks Slurm whether adopted jobs still run.
@@ -618,10 +600,8 @@ impl Engine {
             tasks: TaskTable::default(),
             tally: Tally::default(),
             health: Vec::new(),
-            running: HashMap::new(),
             idle: vec![lifecycle::IdleLock::default(); n_devices],
             clocks: clocks::Workers::new(setup.backend.clone(), tx.clone()),
-            adopted: HashMap::new(),
             recent_jobs: VecDeque::new(),
             slurm,
             parked_adopts: Vec::new(),
@@ -738,13 +718,19 @@ impl Engine {
     /// Delivers every wake-up that is due.
     fn fire_timers(&mut self, round: &mut Round) {
         let now = self.time.model_now();
-        for key in self.exec.modelled.due(now) {
-            if self.running.contains_key(&key) {
+        for (key, handle) in self.exec.modelled.due(now) {
+            // Not an earlier run's end (the task went back to wait, and
+            // started again).
+            if self
+                .tasks
+                .started(key)
+                .is_some_and(|r| r.handle == Some(handle))
+            {
                 self.finish(key, Ok(()), round);
             }
         }
         while let Some((_, key)) = self.overruns.pop_due(now) {
-            if self.running.contains_key(&key) && !self.stopping {
+            if self.tasks.started(key).is_some() && !self.stopping {
                 // Afresh: a finish above may have moved the core past `now`.
                 let at = self.time.model_now();
                 let actions = self
@@ -771,7 +757,10 @@ impl Engine {
 
     /// Tells the core it stranded tasks when nothing else will ever wake it.
     fn unstick(&mut self) {
-        if self.running.is_empty() && self.timers.is_empty() && !self.core.pending().is_empty() {
+        if self.tasks.running().next().is_none()
+            && self.timers.is_empty()
+            && !self.core.pending().is_empty()
+        {
             let mut round = Round::default();
             let actions = self
                 .core

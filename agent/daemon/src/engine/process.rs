@@ -2,7 +2,6 @@
 //! (`crate::exec`), whose exit comes back to the engine as
 //! [`Request::Exited`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use std::time::Duration;
 use gpu_agent_dbus::TaskInfo;
 use gpu_agent_plugin_api::TaskKey;
 
-use super::executor::{AtStop, Cancelled, Executor, MockLoad, NotStarted, Start};
+use super::executor::{AtStop, Cancelled, Executor, Handle, MockLoad, NotStarted, Start};
 use super::Request;
 use crate::exec::{self, Launch, LogSink};
 use crate::layout::{self as targets, Targets};
@@ -27,8 +26,6 @@ pub(super) struct Processes {
     /// Each device's UUID (`GPU-…`, `MIG-…`), for `CUDA_VISIBLE_DEVICES`.
     targets: Targets,
     gpus: MockLoad,
-    /// Each started process's (group) id.
-    pids: HashMap<TaskKey, u32>,
 }
 
 impl Processes {
@@ -46,7 +43,6 @@ impl Processes {
             log_dir,
             targets,
             gpus,
-            pids: HashMap::new(),
         }
     }
 }
@@ -68,7 +64,7 @@ fn visible_devices(targets: &Targets, devices: &[u32]) -> Result<Vec<String>, St
 }
 
 impl Executor for Processes {
-    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<(), NotStarted> {
+    fn start(&mut self, start: Start<'_>, unsaved: &mut Vec<Op>) -> Result<Handle, NotStarted> {
         let Start { key, task, app, .. } = start;
         let visible_devices = visible_devices(&self.targets, &task.devices).map_err(|e| {
             log::warn!("task {}: {e}", task.id);
@@ -105,7 +101,6 @@ impl Executor for Processes {
                 short_of_descriptors: e.short_of_descriptors(),
             }
         })?;
-        self.pids.insert(key, pid);
         // Stored right after this round, so that a restart after a crash can
         // end the process instead of running it twice.
         unsaved.push(Op::RecordProcess {
@@ -118,21 +113,21 @@ impl Executor for Processes {
             task.devices
         );
         self.gpus.start(pid, task, app);
-        Ok(())
+        Ok(Handle::Process(pid))
     }
 
-    fn cancel(&mut self, key: TaskKey, grace: Duration) -> Cancelled {
-        match self.pids.get(&key) {
-            Some(&pid) => {
+    fn cancel(&mut self, handle: Handle, grace: Duration) -> Cancelled {
+        match handle {
+            Handle::Process(pid) => {
                 exec::kill_group(pid, grace, &self.rt);
                 Cancelled::Signalled
             }
-            None => Cancelled::Ended,
+            Handle::Modelled(_) => Cancelled::Ended,
         }
     }
 
-    fn release(&mut self, key: TaskKey, task: &TaskInfo, ops: &mut Vec<Op>) {
-        if let Some(pid) = self.pids.remove(&key) {
+    fn release(&mut self, _key: TaskKey, handle: Handle, task: &TaskInfo, ops: &mut Vec<Op>) {
+        if let Handle::Process(pid) = handle {
             self.gpus.end(pid, &task.devices);
             ops.push(Op::ClearProcess {
                 task: task.id.clone(),
@@ -140,11 +135,11 @@ impl Executor for Processes {
         }
     }
 
-    fn at_stop(&self, key: TaskKey, keep: bool) -> AtStop {
-        match self.pids.get(&key) {
-            Some(_) if keep => AtStop::Keep,
-            Some(&pid) => AtStop::End(Some(pid)),
-            None => AtStop::End(None),
+    fn at_stop(&self, handle: Handle, keep: bool) -> AtStop {
+        match handle {
+            Handle::Process(_) if keep => AtStop::Keep,
+            Handle::Process(pid) => AtStop::End(Some(pid)),
+            Handle::Modelled(_) => AtStop::End(None),
         }
     }
 }

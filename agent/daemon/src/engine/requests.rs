@@ -198,7 +198,7 @@ impl Engine {
                 } else {
                     Err(format!("exited with status {}", exit.exit_code()))
                 };
-                if self.running.contains_key(&key) {
+                if self.tasks.started(key).is_some() {
                     if let Some(task) = self.tasks.get_mut(key) {
                         task.exit_code = Some(exit.exit_code());
                     }
@@ -237,7 +237,7 @@ impl Engine {
             Request::MigMade { gpu, made } => self.mig_made(gpu, made, round),
             Request::ClocksLocked { key } => self.clocks_locked(key, round),
             Request::LaunchFailed { key, reason } => {
-                if self.running.contains_key(&key) {
+                if self.tasks.started(key).is_some() {
                     self.finish(key, Err(reason), round);
                 }
             }
@@ -421,11 +421,9 @@ impl Engine {
                 task.state
             )));
         };
-        let grace = self.cancel_grace();
-        if let Some(run) = self.running.get_mut(&key) {
+        if let Some(run) = self.tasks.started_mut(key) {
             run.cancelled = true;
-            let how = run.how;
-            if self.exec.of(how).cancel(key, grace) == Cancelled::Ended {
+            if self.cancel_run(key) == Cancelled::Ended {
                 self.finish(key, Err("cancelled".into()), round);
             }
             return Ok(());

@@ -192,12 +192,9 @@ impl Engine {
     /// The adopted tasks that are Slurm jobs': (task id, job id).
     fn adopted_jobs(&self) -> Vec<(String, u64)> {
         let mut jobs: Vec<(String, u64)> = self
-            .adopted
-            .keys()
-            .filter_map(|id| {
-                let (t, _) = self.tasks.find(id)?;
-                Some((id.clone(), job_of(&t.spec.external_id)?))
-            })
+            .tasks
+            .adopted()
+            .filter_map(|t| Some((t.id.clone(), job_of(&t.spec.external_id)?)))
             .collect();
         jobs.sort();
         jobs
@@ -209,14 +206,12 @@ impl Engine {
         let grace = self.config.slurm.lease_grace_s.as_secs_f64();
         let now = self.time.unix_now();
         let mut ended: Vec<String> = self
-            .adopted
-            .keys()
-            .filter(|id| {
-                self.tasks.find(id).is_some_and(|(t, _)| {
-                    job_of(&t.spec.external_id).is_some() == slurm && deadline(t) + grace <= now
-                })
+            .tasks
+            .adopted()
+            .filter(|t| {
+                job_of(&t.spec.external_id).is_some() == slurm && deadline(t) + grace <= now
             })
-            .cloned()
+            .map(|t| t.id.clone())
             .collect();
         ended.sort();
         for id in ended {

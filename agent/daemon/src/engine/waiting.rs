@@ -89,12 +89,8 @@ impl Engine {
         if let Some(change) = self.core.mig_change(gpu) {
             return format!("{name} {} for a MIG change", change.phase);
         }
-        let adopted = self
-            .adopted
-            .keys()
-            .filter_map(|id| self.tasks.find(id))
-            .find(|(info, _)| info.devices.contains(&d));
-        if let Some((info, _)) = adopted {
+        let adopted = self.tasks.adopted().find(|info| info.devices.contains(&d));
+        if let Some(info) = adopted {
             let job = &info.spec.external_id;
             return match job.strip_prefix("slurm:") {
                 Some(n) => format!("{name} held by Slurm job {n} ({})", info.id),
