@@ -14,12 +14,35 @@
 # 4. runs cargo deb and cargo generate-rpm (metadata in agent/daemon/Cargo.toml) and
 #    prints the two package paths.
 #
+# With --spank, also the Slurm SPANK plugin's package (docs/slurm.md, "Energy
+# in the job record"), built against this machine's Slurm headers
+# (libslurm-dev), which it loads into alone:
+#   target/debian/gpu-agent-slurm-spank_<version>-1_<arch>.deb
+# (packaging/slurm/spank, a workspace of its own; dpkg-deb, as its
+# dependency on the Slurm release comes from the headers).
+#
 # The plugin list is derived from plugins/*/Cargo.toml (each a plugin crate;
 # the plain libraries they share live in plugins/lib/), so a new plugin crate
 # is packaged without editing anything here. Test fixture plugins
 # (tests/fixture-plugins/, a workspace of their own) are never built or shipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+spank=false
+for arg in "$@"; do
+    case $arg in
+    --spank) spank=true ;;
+    *)
+        echo "build.sh: unknown argument '$arg' (the one option: --spank)" >&2
+        exit 2
+        ;;
+    esac
+done
+slurm_headers=${SLURM_INCLUDE_DIR:-/usr/include}/slurm
+if $spank && [ ! -f "$slurm_headers/spank.h" ]; then
+    echo "build.sh --spank: $slurm_headers/spank.h is missing (apt-get install libslurm-dev)" >&2
+    exit 1
+fi
 
 stage=packaging/build
 plugin_dir=/usr/lib/gpu-agent/plugins
@@ -121,6 +144,59 @@ step "cargo generate-rpm"
 cargo generate-rpm -p agent/daemon --auto-req builtin
 rpm=$(ls -t "$target"/generate-rpm/gpu-agent-*.rpm | head -n 1)
 
+spank_deb=
+if $spank; then
+    step "building the SPANK plugin against $slurm_headers"
+    cargo build --release --locked --manifest-path packaging/slurm/spank/Cargo.toml \
+        --target-dir "$target/package"
+    # The Slurm release it loads into: major.minor of SLURM_VERSION_NUMBER.
+    number=$(awk '$2 == "SLURM_VERSION_NUMBER" { print $3 }' "$slurm_headers/slurm_version.h")
+    slurm=$(printf '%d.%02d' $((number >> 16)) $(((number >> 8) & 255)))
+    arch=$(dpkg --print-architecture)
+    plugin_dir=usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/slurm-wlm
+    root=$stage/spank-deb
+    doc=$root/usr/share/doc/gpu-agent-slurm-spank
+    mkdir -p "$root/DEBIAN" "$root/$plugin_dir" "$doc"
+    install -m 644 "$release/libgpu_agent_spank.so" "$root/$plugin_dir/gpu_agent_spank.so"
+    strip --strip-unneeded --remove-section=.comment "$root/$plugin_dir/gpu_agent_spank.so"
+    sed 's/^gpu-agent (/gpu-agent-slurm-spank (/' "$stage/changelog" | gzip -9n > "$doc/changelog.Debian.gz"
+    cat > "$doc/copyright" <<COPYRIGHT
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: gpu-agent
+
+Files: *
+Copyright: 2026 gpu-agent contributors
+License: Apache-2.0
+ On Debian systems, the full text of the Apache License 2.0 is in
+ /usr/share/common-licenses/Apache-2.0.
+COPYRIGHT
+    cat > "$root/DEBIAN/control" <<CONTROL
+Package: gpu-agent-slurm-spank
+Version: $version-1
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $(du -sk "$root" | cut -f1)
+Depends: libc6, libgcc-s1, gpu-agent (= $version-1), slurmd (>= $slurm), slurmd (<< $slurm.99)
+Section: admin
+Priority: optional
+Description: gpu-agent's Slurm SPANK plugin: GPU energy in the job record
+ gpu_agent_spank.so writes each job's GPU energy, as gpu-agentd measured
+ it on the node, into the job's AdminComment at the end of the job's
+ step (scontrol show job, sacct). Built for Slurm $slurm, the only release
+ it loads into. Enabled by a line in plugstack.conf:
+ optional /$plugin_dir/gpu_agent_spank.so
+ (/usr/share/doc/gpu-agent/slurm.md).
+CONTROL
+    (cd "$root" && find usr -type f -printf '%P\n' | sort | sed 's|^|usr/|' | xargs md5sum > DEBIAN/md5sums)
+    find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+    mkdir -p "$target/debian"
+    spank_deb=$target/debian/gpu-agent-slurm-spank_$version-1_$arch.deb
+    dpkg-deb --root-owner-group -Zxz --build "$root" "$spank_deb" > /dev/null
+fi
+
 step "packages"
 echo "$deb"
 echo "$rpm"
+if [ -n "$spank_deb" ]; then
+    echo "$spank_deb"
+fi

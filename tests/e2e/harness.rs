@@ -102,16 +102,7 @@ pub fn python_plugin(test: &str) -> bool {
         if !embeddable {
             return false;
         }
-        let dir = artefacts();
-        let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root");
-        let manifest = root.join("plugins/python/Cargo.toml");
-        let args = ["build", "--quiet", "--locked", "--manifest-path"]
-            .into_iter()
-            .chain([manifest.to_str().expect("utf-8 path")]);
-        cargo_build(root, args, dir.parent().expect("target directory"), profile);
+        build_in_artefacts("plugins/python/Cargo.toml");
         true
     });
     if !built {
@@ -121,6 +112,35 @@ pub fn python_plugin(test: &str) -> bool {
         );
     }
     built
+}
+
+/// gpu-agent's SPANK plugin (packaging/slurm/spank, a workspace of its own
+/// built against the installed Slurm headers), built into the artefacts'
+/// directory, once: the path of its `.so`.
+pub fn spank_plugin() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            build_in_artefacts("packaging/slurm/spank/Cargo.toml");
+            artefacts().join("libgpu_agent_spank.so")
+        })
+        .clone()
+}
+
+/// Builds the workspace of its own whose manifest is `manifest` (from the
+/// repository's root) into the artefacts' directory, sharing their
+/// dependencies; fails the test if it fails.
+fn build_in_artefacts(manifest: &str) {
+    let dir = artefacts();
+    let profile = dir.file_name().and_then(|n| n.to_str()).expect("profile");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let manifest = root.join(manifest);
+    let args = ["build", "--quiet", "--locked", "--manifest-path"]
+        .into_iter()
+        .chain([manifest.to_str().expect("utf-8 path")]);
+    cargo_build(root, args, dir.parent().expect("target directory"), profile);
 }
 
 /// The directory holding the stand-in NVML library as `libnvidia-ml.so.1`

@@ -7,7 +7,11 @@
 //! cannot reach the agent still runs to completion, the reason in the log;
 //! a time-limit kill and a failure are recorded as such; an
 //! adoption whose epilog never reached the agent (gpu-agentd killed, or the
-//! bus wrong for the epilog alone) ends when Slurm says its job ended.
+//! bus wrong for the epilog alone) ends when Slurm says its job ended. With
+//! the SPANK plugin (packaging/slurm/spank) in plugstack.conf, a job's
+//! energy is in its AdminComment after it, scancel and a time-limit kill
+//! are recorded as such by the plugin, and with the agent stopped jobs
+//! still complete.
 //!
 //! Needs root (slurmd runs prologs as root) and the Slurm and munge
 //! programs (`.ci/run` installs them); without them the test says
@@ -94,6 +98,11 @@ impl Slurm {
     /// and epilog reading their settings from `env_file`; waits until the
     /// node is idle.
     fn start(gpus: usize, env_file: &Path) -> Slurm {
+        Slurm::start_with(gpus, env_file, "")
+    }
+
+    /// [`Slurm::start`] with `plugstack` as its plugstack.conf (SPANK plugins).
+    fn start_with(gpus: usize, env_file: &Path, plugstack: &str) -> Slurm {
         let mut slurm = Slurm {
             dir: tempfile::tempdir().expect("temp dir"),
             daemons: Vec::new(),
@@ -200,6 +209,7 @@ MpiDefault=none
 ReturnToService=2
 Prolog={prolog}
 Epilog={epilog}
+PlugStackConfig={plugstack}
 NodeName=localhost {hardware} Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 ",
@@ -213,7 +223,9 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             slurmd_log = path("slurmd.log"),
             prolog = path("prolog"),
             epilog = path("epilog"),
+            plugstack = path("plugstack.conf"),
         );
+        fs::write(dir.join("plugstack.conf"), plugstack).expect("write plugstack.conf");
         fs::write(dir.join("slurm.conf"), conf).expect("write slurm.conf");
         let conf = path("slurm.conf");
         slurm.spawn(
@@ -262,7 +274,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         fs::write(
             &script,
             format!(
-                "#!/bin/sh\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\nexit $(cat {dir}/go-$SLURM_JOB_ID)\n",
+                "#!/bin/sh\ntouch {dir}/started-$SLURM_JOB_ID\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\nexit $(cat {dir}/go-$SLURM_JOB_ID)\n",
                 dir = self.dir.path().display()
             ),
         )
@@ -282,6 +294,14 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             .trim()
             .parse()
             .expect("sbatch --parsable prints the job id")
+    }
+
+    /// Waits until job `id`'s script runs.
+    fn wait_started(&self, id: u32) {
+        let started = self.dir.path().join(format!("started-{id}"));
+        wait_for(&format!("job {id}'s script to run"), LIMIT, || {
+            started.exists().then_some(())
+        });
     }
 
     /// Lets job `id` end (exit status 0).
@@ -940,5 +960,141 @@ fn slurm_jobs_complete_without_the_package_or_a_working_agent() {
         "a missing Prolog: node {}, job {job} {}",
         slurm.node_state(),
         field(&slurm.show_job(job), "JobState").unwrap_or_default()
+    );
+}
+
+/// Why the SPANK plugin cannot be built here, if it cannot.
+fn spank_skip_reason() -> Option<String> {
+    skip_reason().or_else(|| {
+        (!Path::new("/usr/include/slurm/spank.h").is_file())
+            .then(|| "not installed: the Slurm headers (apt-get install libslurm-dev)".into())
+    })
+}
+
+#[test]
+fn slurm_spank_plugin_writes_the_jobs_energy_into_its_admin_comment() {
+    if let Some(why) = spank_skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut d = adopt_daemon_with("", 1.0);
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    // A copy, as the package installs it: removed at the end.
+    let plugin = settings.path().join("gpu_agent_spank.so");
+    fs::copy(crate::harness::spank_plugin(), &plugin).expect("copy the plugin");
+    let plugstack = format!("optional {} env={}\n", plugin.display(), env_file.display());
+    let slurm = Slurm::start_with(2, &env_file, &plugstack);
+    let app = "--comment=gpu-agent:app=BlackScholes";
+
+    // A time-limit kill on one GPU while the other jobs run on the other.
+    let timed_out = slurm.sbatch(&["--gres=gpu:1", "--time=1", app]);
+    let timed_out_task = adopted(&d, timed_out);
+    slurm.wait_started(timed_out);
+
+    // A job that ends by itself: its energy in its AdminComment afterwards.
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let task = adopted(&d, job);
+    slurm.finish(job);
+    let done = slurm.wait_job(job, "COMPLETED");
+    let released = d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+    assert_eq!(
+        field(&done, "AdminComment"),
+        Some(format!("gpu_agent_task={}", task.id)),
+        "{done}"
+    );
+    let written: f64 = field(&done, "gpu_energy_j")
+        .unwrap_or_else(|| panic!("gpu_energy_j in {done}"))
+        .parse()
+        .expect("a number of joules");
+    // Written at the end of the job's step, before the epilog's release.
+    let energy = released.energy_j.expect("the energy at release");
+    assert!(
+        written > 0.0 && written <= energy + 0.05,
+        "{written} J, then {energy} J"
+    );
+    let log = slurm.slurmd_log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("gpu-agent: job {job} step batch: AdminComment=")))
+        .unwrap_or_else(|| panic!("the plugin's line in {log}"));
+    eprintln!(
+        "{line}\n{}",
+        done.lines()
+            .find(|l| l.contains("AdminComment"))
+            .unwrap_or("")
+    );
+
+    // scancel: slurmctld has ended the job before its step ends, so the
+    // plugin records it as cancelled, whenever its exit signal reaches
+    // slurmctld (the epilog alone records some scancels as completed).
+    for _ in 0..3 {
+        let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+        let task = adopted(&d, job);
+        slurm.wait_started(job);
+        let out = slurm.run("scancel", &[&job.to_string()]);
+        assert!(out.status.success(), "{out:?}");
+        let done = slurm.wait_job(job, "CANCELLED");
+        assert_eq!(field(&done, "gpu_energy_j"), None, "{done}");
+        let ended = d.wait_state(&task.id, TaskStatus::Cancelled, LIMIT);
+        assert!(ended.energy_j.is_some_and(|j| j > 0.0), "{ended:?}");
+        let log = slurm.slurmd_log();
+        let said = format!(
+            "gpu-agent: job {job} step batch: slurmctld ended the job before its step ended, \
+             so its AdminComment cannot be written; gpu-agent task {} released as cancelled",
+            task.id
+        );
+        let line = log
+            .lines()
+            .find(|l| l.contains(&said))
+            .unwrap_or_else(|| panic!("{said:?} in {log}"));
+        eprintln!("{line}");
+    }
+
+    slurm.wait_job_for(timed_out, "TIMEOUT", TIME_LIMIT_KILL);
+    let ended = d.wait_state(&timed_out_task.id, TaskStatus::Failed, LIMIT);
+    assert_eq!(ended.reason.as_deref(), Some("timeout"), "{ended:?}");
+    let said = format!(
+        "gpu-agent: job {timed_out} step batch: slurmctld ended the job before its step ended, \
+         so its AdminComment cannot be written; gpu-agent task {} released as timeout",
+        timed_out_task.id
+    );
+    let log = slurm.slurmd_log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&said))
+        .unwrap_or_else(|| panic!("{said:?} in {log}"));
+    eprintln!("{line}");
+
+    // The agent stopped: the job completes all the same, the node stays up,
+    // and the plugin says why it wrote nothing.
+    d.terminate();
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    slurm.finish(job);
+    let done = slurm.wait_job(job, "COMPLETED");
+    assert_eq!(field(&done, "ExitCode").as_deref(), Some("0:0"), "{done}");
+    assert_eq!(field(&done, "gpu_energy_j"), None, "{done}");
+    let log = slurm.slurmd_log();
+    let said = format!(
+        "gpu-agent: job {job} step batch: GPU energy not written: gpuctl tasks --state running --json: failed"
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains(&said))
+        .unwrap_or_else(|| panic!("{said:?} in {log}"));
+    eprintln!("{line}");
+
+    // The plugin's package purged while plugstack.conf still names it
+    // (`optional`): jobs run all the same.
+    fs::remove_file(&plugin).expect("remove the plugin");
+    let job = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    slurm.finish(job);
+    let done = slurm.wait_job(job, "COMPLETED");
+    assert_eq!(field(&done, "ExitCode").as_deref(), Some("0:0"), "{done}");
+    assert!(
+        !slurm.node_state().contains("DRAIN"),
+        "{}",
+        slurm.node_state()
     );
 }
