@@ -151,15 +151,8 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::greedy;
+    use crate::testing::config;
     use crate::timeline::Timeline;
-
-    fn config(devices: &[u32], runtime: f64, cost: f64) -> Config {
-        Config {
-            devices: devices.to_vec(),
-            runtime,
-            cost,
-        }
-    }
 
     fn candidate(key: u64, weight: f64, deadline: f64, configs: Vec<Config>) -> Candidate {
         Candidate {

@@ -54,15 +54,7 @@ pub fn objective(tasks: &[Candidate], placements: &[Placement]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn config(devices: &[u32], runtime: f64, cost: f64) -> Config {
-        Config {
-            devices: devices.to_vec(),
-            runtime,
-            cost,
-        }
-    }
+    use crate::testing::config;
 
     #[test]
     fn each_task_takes_its_cheapest_then_earliest_configuration() {

@@ -80,3 +80,12 @@ impl Fixture {
         }
     }
 }
+
+/// The configuration `devices` with its run time and usage cost.
+pub fn config(devices: &[u32], runtime: f64, cost: f64) -> crate::config::Config {
+    crate::config::Config {
+        devices: devices.to_vec(),
+        runtime,
+        cost,
+    }
+}
