@@ -2,6 +2,7 @@
 # Builds the gpu-agent packages from this tree:
 #   target/debian/gpu-agent_<version>-1_<arch>.deb      (cargo deb)
 #   target/generate-rpm/gpu-agent-<version>-1.<arch>.rpm (cargo generate-rpm)
+#   target/debian/gpu-agent-python_<version>-1_<arch>.deb (where python3-dev is)
 #
 # 1. installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked);
 # 2. builds gpuctl, gpu-agentd and every plugin under plugins/ in release mode,
@@ -11,8 +12,10 @@
 # 3. stages in packaging/build/ what is not a source file: the stripped
 #    binaries and plugins, the manual pages (from the binaries' clap
 #    definitions, gzipped) and the shell completions;
-# 4. runs cargo deb and cargo generate-rpm (metadata in agent/daemon/Cargo.toml) and
-#    prints the two package paths.
+# 4. runs cargo deb and cargo generate-rpm (metadata in agent/daemon/Cargo.toml);
+# 5. where python3-dev is, builds the python policy plugin (plugins/python)
+#    and its own .deb, gpu-agent-python (metadata in plugins/python/Cargo.toml),
+# and prints the package paths.
 #
 # With --spank, also the Slurm SPANK plugin's package (docs/slurm.md, "Energy
 # in the job record"), built against this machine's Slurm headers
@@ -194,9 +197,27 @@ CONTROL
     dpkg-deb --root-owner-group -Zxz --build "$root" "$spank_deb" > /dev/null
 fi
 
+# The python policy plugin (plugins/python, a workspace of its own) links
+# libpython: a package of its own, gpu-agent-python, built where Python's
+# embedding files are (python3-config, from python3-dev); no rpm.
+python_deb=
+if command -v python3-config >/dev/null; then
+    step "building the python policy plugin and gpu-agent-python"
+    cargo build --release --locked --manifest-path plugins/python/Cargo.toml --target-dir "$target/package"
+    mkdir -p "$stage/python"
+    install -m 644 "$release/libgpu_agent_policy_python.so" "$stage/python/"
+    strip --strip-unneeded --remove-section=.comment "$stage/python/libgpu_agent_policy_python.so"
+    sed '1s/^gpu-agent (/gpu-agent-python (/' "$stage/changelog" > "$stage/python/changelog"
+    python_deb=$(cargo deb --manifest-path plugins/python/Cargo.toml --no-build --locked \
+        --output "$target/debian/" | tail -n 1)
+else
+    echo "build.sh: no python3-config (install python3-dev): gpu-agent-python is not built" >&2
+fi
+
 step "packages"
 echo "$deb"
 echo "$rpm"
 if [ -n "$spank_deb" ]; then
     echo "$spank_deb"
 fi
+[ -z "$python_deb" ] || echo "$python_deb"

@@ -36,6 +36,8 @@ target=$(cargo metadata --no-deps --format-version 1 | sed -n 's/.*"target_direc
 deb=$(ls -t "$target"/debian/gpu-agent_*.deb 2>/dev/null | head -n 1 || true)
 rpm=$(ls -t "$target"/generate-rpm/gpu-agent-*.rpm 2>/dev/null | head -n 1 || true)
 [ -n "$deb" ] && [ -n "$rpm" ] || fail "no packages: run packaging/build.sh first"
+# gpu-agent-python, where build.sh had python3-dev to build it.
+python_deb=$(ls -t "$target"/debian/gpu-agent-python_*.deb 2>/dev/null | head -n 1 || true)
 
 # --- tools -----------------------------------------------------------------
 missing=()
@@ -130,6 +132,10 @@ expected_rpm=$(rpm_files | sort -k3)
 step "lintian $deb"
 # Runs as root here (lintian warns about that, harmlessly).
 lintian --fail-on error --info "$deb" || fail "lintian reports errors"
+if [ -n "$python_deb" ]; then
+    step "lintian $python_deb"
+    lintian --fail-on error --info "$python_deb" || fail "lintian reports errors"
+fi
 step "rpmlint $rpm"
 rpmlint -c packaging/rpmlint.toml "$rpm" | tee /tmp/gpu-agent-rpmlint.$$ ||
     fail "rpmlint reports errors"
@@ -189,6 +195,7 @@ cleanup() {
     getent passwd "$user" >/dev/null && userdel "$user"
     rm -rf "$work"
     if [ "${GPU_AGENT_KEEP_INSTALLED:-0}" != 1 ] && dpkg-query -W gpu-agent >/dev/null 2>&1; then
+        dpkg-query -W gpu-agent-python >/dev/null 2>&1 && dpkg --purge gpu-agent-python >/dev/null
         dpkg --purge gpu-agent >/dev/null
     fi
     # Not shipped by the package; made by this test.
@@ -196,6 +203,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if dpkg-query -W -f '${Status}' gpu-agent-python 2>/dev/null | grep -q installed; then
+    step "purging an earlier gpu-agent-python"
+    dpkg --purge gpu-agent-python
+fi
 if dpkg-query -W -f '${Status}' gpu-agent 2>/dev/null | grep -q installed; then
     step "purging an earlier gpu-agent"
     dpkg --purge gpu-agent
@@ -390,6 +401,29 @@ daemon_pid=
 kill "$bus_pid"
 wait "$bus_pid" 2>/dev/null || true
 bus_pid=
+
+# --- the python policy plugin's package -------------------------------------------
+if [ -n "$python_deb" ]; then
+    step "dpkg -i $python_deb"
+    dpkg -i "$python_deb"
+    python_plugin=/usr/lib/gpu-agent/plugins/libgpu_agent_policy_python.so
+    [ -f "$python_plugin" ] || fail "gpu-agent-python did not install $python_plugin"
+    step "the installed python policy: its examples/fifo.py schedules as fifo does"
+    examples=/usr/share/doc/gpu-agent-python/examples
+    for policy in fifo "python --param module=$examples/fifo.py"; do
+        # shellcheck disable=SC2086 # the policy and its parameter, split
+        gpuctl simulate --host /usr/share/doc/gpu-agent/examples/host.toml --trace examples/trace.csv \
+            --policy $policy --schedule "$work/${policy%% *}.csv" >/dev/null 2>"$work/err" ||
+            fail "gpuctl simulate --policy $policy: $(cat "$work/err")"
+    done
+    cmp -s "$work/fifo.csv" "$work/python.csv" || fail "the installed fifo.py's schedule is not fifo's"
+    step "dpkg --purge gpu-agent-python"
+    dpkg --purge gpu-agent-python
+    [ ! -e "$python_plugin" ] && [ ! -e /usr/share/doc/gpu-agent-python ] ||
+        fail "dpkg --purge gpu-agent-python left its files"
+else
+    step "no gpu-agent-python package (build.sh had no python3-dev): not tested"
+fi
 
 # --- 6. remove keeps, purge removes --------------------------------------------------
 # The unit's StateDirectory= makes /var/lib/gpu-agent when it starts; stand in for it.
