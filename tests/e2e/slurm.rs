@@ -11,7 +11,10 @@
 //! the SPANK plugin (packaging/slurm/spank) in plugstack.conf, a job's
 //! energy is in its AdminComment after it, scancel and a time-limit kill
 //! are recorded as such by the plugin, and with the agent stopped jobs
-//! still complete.
+//! still complete. A job on a MIG instance is adopted on the instance
+//! (Slurm's view of the GPUs from its fake_gpus.conf, as AutoDetect=nvml
+//! gives it); a job that asked `--gpu-freq` is adopted without the agent's
+//! clocks.
 //!
 //! Needs root (slurmd runs prologs as root) and the Slurm and munge
 //! programs (`.ci/run` installs them); without them the test says
@@ -33,9 +36,9 @@ use gpu_agent_dbus::{TaskInfo, TaskStatus};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::daemon::{wait_for, Daemon};
-use crate::daemon_adopt::{adopt_daemon_with, core_clock, shows};
-use crate::harness::artefacts;
+use crate::daemon::{gpuctl, spec, wait_for, Daemon, Settings};
+use crate::daemon_adopt::{adopt_daemon_in, adopt_daemon_with, core_clock, shows};
+use crate::harness::{artefacts, success};
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// The programs the test runs besides the project's own.
@@ -93,24 +96,56 @@ struct Slurm {
     daemons: Vec<(&'static str, Child)>,
 }
 
+/// A node's GPUs as slurmd finds them; `{dir}` stands for the cluster's
+/// directory.
+struct Gpus {
+    /// slurm.conf's `Gres=` of the node.
+    gres: String,
+    /// gres.conf.
+    gres_conf: String,
+    /// Slurm's `fake_gpus.conf` (its stand-in for what `AutoDetect=nvml`
+    /// finds on a host, read by gres/gpu whenever the file exists): one
+    /// `TYPE|CPUS|CPU_RANGE|LINKS|FILES|UNIQUE_ID|FLAGS` line per device
+    /// (`{cpus}`: the node's `CPUS|CPU_RANGE`).
+    detected: Option<String>,
+    /// The stand-in device files (links to /dev/null) under `{dir}/dev`.
+    files: Vec<String>,
+}
+
+impl Gpus {
+    /// `count` whole GPUs from gres.conf's `File=` lines.
+    fn whole(count: usize) -> Gpus {
+        Gpus {
+            gres: format!("gpu:{count}"),
+            gres_conf: format!(
+                "NodeName=localhost Name=gpu File={{dir}}/dev/gpu[0-{}]\n",
+                count - 1
+            ),
+            detected: None,
+            files: (0..count).map(|gpu| format!("gpu{gpu}")).collect(),
+        }
+    }
+}
+
 impl Slurm {
     /// Starts a cluster whose node has `gpus` GPUs, with the shipped prolog
     /// and epilog reading their settings from `env_file`; waits until the
     /// node is idle.
     fn start(gpus: usize, env_file: &Path) -> Slurm {
-        Slurm::start_with(gpus, env_file, "")
+        Slurm::start_with(&Gpus::whole(gpus), env_file, "")
     }
 
-    /// [`Slurm::start`] with `plugstack` as its plugstack.conf (SPANK plugins).
-    fn start_with(gpus: usize, env_file: &Path, plugstack: &str) -> Slurm {
+    /// [`Slurm::start`] on the node's `gpus`, with `plugstack` as its
+    /// plugstack.conf (SPANK plugins).
+    fn start_with(gpus: &Gpus, env_file: &Path, plugstack: &str) -> Slurm {
         let mut slurm = Slurm {
             dir: tempfile::tempdir().expect("temp dir"),
             daemons: Vec::new(),
         };
         let dir = slurm.dir.path().to_path_buf();
         let path = |name: &str| dir.join(name).display().to_string();
-        for sub in ["state", "spool", "dev"] {
-            fs::create_dir(dir.join(sub)).expect("make a directory");
+        for sub in ["state", "spool", "dev/nvidia-caps"] {
+            fs::create_dir_all(dir.join(sub)).expect("make a directory");
         }
 
         let key = dir.join("munge.key");
@@ -150,18 +185,22 @@ impl Slurm {
             .filter(|word| !word.starts_with("NodeName="))
             .collect::<Vec<_>>()
             .join(" ");
-        for gpu in 0..gpus {
-            symlink("/dev/null", dir.join(format!("dev/gpu{gpu}"))).expect("a GPU stand-in");
+        // `{cpus}`: the node's CPUs as fake_gpus.conf gives a GPU's
+        // affinity (count|range).
+        let cpus: usize = field(&hardware, "CPUs")
+            .and_then(|n| n.parse().ok())
+            .expect("slurmd -C says CPUs=");
+        let here = |text: &str| {
+            text.replace("{dir}", &dir.display().to_string())
+                .replace("{cpus}", &format!("{cpus}|0-{}", cpus - 1))
+        };
+        for file in &gpus.files {
+            symlink("/dev/null", dir.join("dev").join(file)).expect("a GPU stand-in");
         }
-        fs::write(
-            dir.join("gres.conf"),
-            format!(
-                "NodeName=localhost Name=gpu File={}/dev/gpu[0-{}]\n",
-                dir.display(),
-                gpus - 1
-            ),
-        )
-        .expect("write gres.conf");
+        fs::write(dir.join("gres.conf"), here(&gpus.gres_conf)).expect("write gres.conf");
+        if let Some(detected) = &gpus.detected {
+            fs::write(dir.join("fake_gpus.conf"), here(detected)).expect("write fake_gpus.conf");
+        }
         // The shipped scripts, told where their settings are.
         let scripts = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
@@ -210,7 +249,7 @@ ReturnToService=2
 Prolog={prolog}
 Epilog={epilog}
 PlugStackConfig={plugstack}
-NodeName=localhost {hardware} Gres=gpu:{gpus} State=UNKNOWN
+NodeName=localhost {hardware} Gres={gres} State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 ",
             port = free_port(),
@@ -224,6 +263,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             prolog = path("prolog"),
             epilog = path("epilog"),
             plugstack = path("plugstack.conf"),
+            gres = gpus.gres,
         );
         fs::write(dir.join("plugstack.conf"), plugstack).expect("write plugstack.conf");
         fs::write(dir.join("slurm.conf"), conf).expect("write slurm.conf");
@@ -274,7 +314,7 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         fs::write(
             &script,
             format!(
-                "#!/bin/sh\ntouch {dir}/started-$SLURM_JOB_ID\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS\"\nexit $(cat {dir}/go-$SLURM_JOB_ID)\n",
+                "#!/bin/sh\ntouch {dir}/started-$SLURM_JOB_ID\ni=0\nwhile [ ! -e {dir}/go-$SLURM_JOB_ID ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i + 1)); done\necho \"job $SLURM_JOB_ID ran on GPUs $SLURM_JOB_GPUS ($CUDA_VISIBLE_DEVICES)\"\nexit $(cat {dir}/go-$SLURM_JOB_ID)\n",
                 dir = self.dir.path().display()
             ),
         )
@@ -985,7 +1025,7 @@ fn slurm_spank_plugin_writes_the_jobs_energy_into_its_admin_comment() {
     let plugin = settings.path().join("gpu_agent_spank.so");
     fs::copy(crate::harness::spank_plugin(), &plugin).expect("copy the plugin");
     let plugstack = format!("optional {} env={}\n", plugin.display(), env_file.display());
-    let slurm = Slurm::start_with(2, &env_file, &plugstack);
+    let slurm = Slurm::start_with(&Gpus::whole(2), &env_file, &plugstack);
     let app = "--comment=gpu-agent:app=BlackScholes";
 
     // A time-limit kill on one GPU while the other jobs run on the other.
@@ -1097,4 +1137,204 @@ fn slurm_spank_plugin_writes_the_jobs_energy_into_its_admin_comment() {
         "{}",
         slurm.node_state()
     );
+}
+
+/// Every device's UUID by index, as `gpuctl devices --json` lists them.
+fn uuids(d: &Daemon) -> Vec<String> {
+    let out = success(&gpuctl(d, &["devices", "--json"]));
+    let devices: Vec<serde_json::Value> = serde_json::from_str(&out).expect("devices JSON");
+    devices
+        .iter()
+        .map(|v| v["uuid"].as_str().expect("uuid").to_string())
+        .collect()
+}
+
+/// GPU 0: a T4; GPU 1: an A100 split into two 3g.20gb, devices 2 and 3.
+const MIG_HOST: &str = "[[gpu]]\nmodel = \"T4\"\nspeed = 1\n\
+                        [[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n\
+                        mig = [\"3g.20gb@0\", \"3g.20gb@4\"]\n";
+
+#[test]
+fn slurm_job_on_a_mig_instance_is_adopted_on_the_instance() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let d = adopt_daemon_in(Settings {
+        host: Some(MIG_HOST.into()),
+        time_scale: 1.0,
+        ..Settings::default()
+    });
+    let uuid = uuids(&d);
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    // Slurm's view, as AutoDetect=nvml gives it: the T4 by index, each MIG
+    // instance by its UUID. Its second 3g.20gb is one gpu-agentd does not
+    // have (its UUID is not the agent's device 3's: a layout Slurm
+    // detected before it changed).
+    let stale = "MIG-00000000-0000-4000-8000-000000000000";
+    let caps = |a: u32| {
+        format!("{{dir}}/dev/nvidia1,{{dir}}/dev/nvidia-caps/nvidia-cap{a},{{dir}}/dev/nvidia-caps/nvidia-cap{}", a + 1)
+    };
+    let gpus = Gpus {
+        gres: "gpu:t4:1,gpu:3g.20gb:2".into(),
+        gres_conf: format!(
+            "Name=gpu Type=t4 File={{dir}}/dev/nvidia0\n\
+             Name=gpu Type=3g.20gb MultipleFiles={}\n\
+             Name=gpu Type=3g.20gb MultipleFiles={}\n",
+            caps(21),
+            caps(30)
+        ),
+        detected: Some(format!(
+            "t4|{{cpus}}|-1|{{dir}}/dev/nvidia0|(null)|nvidia_gpu_env\n\
+             3g.20gb|{{cpus}}|(null)|{}|{}|nvidia_gpu_env\n\
+             3g.20gb|{{cpus}}|(null)|{}|{stale}|nvidia_gpu_env\n",
+            caps(21),
+            uuid[2],
+            caps(30),
+        )),
+        files: [
+            "nvidia0",
+            "nvidia1",
+            "nvidia-caps/nvidia-cap21",
+            "nvidia-caps/nvidia-cap22",
+            "nvidia-caps/nvidia-cap30",
+            "nvidia-caps/nvidia-cap31",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    let slurm = Slurm::start_with(&gpus, &env_file, "");
+    let app = "--comment=gpu-agent:app=BlackScholes";
+
+    // Two jobs on the two 3g.20gb: the one on the agent's instance is
+    // adopted there, the other's instance is logged and skipped.
+    let jobs = [
+        slurm.sbatch(&["--gres=gpu:3g.20gb:1", "--time=5", app]),
+        slurm.sbatch(&["--gres=gpu:3g.20gb:1", "--time=5", app]),
+    ];
+    let (job, task) = wait_for("one of the jobs adopted", LIMIT, || {
+        d.tasks().into_iter().find_map(|t| {
+            jobs.into_iter()
+                .find(|j| t.spec.external_id == format!("slurm:{j}"))
+                .map(|j| (j, t))
+        })
+    });
+    let other = jobs.into_iter().find(|&j| j != job).expect("two jobs");
+    assert_eq!(task.state, TaskStatus::Running);
+    assert_eq!(task.devices, [2], "{task:?}");
+    assert_eq!(
+        task.clocks, None,
+        "a MIG instance's clocks are its GPU's: {task:?}"
+    );
+    let skipped = format!(
+        "slurm prolog job {other}: Slurm's GPU {stale} is not one of gpu-agentd's: skipped"
+    );
+    wait_for("the other job's prolog", LIMIT, || {
+        slurm.slurmd_log().contains(&skipped).then_some(())
+    });
+    // The agent's tasks that only an instance can hold (17 GB: more than
+    // the T4's 16) run on the other instance only.
+    let ids: Vec<String> = (0..3)
+        .map(|_| d.submit(&spec(3.0, 17.0, 600.0, 1.0)).expect("Submit"))
+        .collect();
+    for id in &ids {
+        let t = d.wait_state(id, TaskStatus::Succeeded, LIMIT);
+        assert_eq!(t.devices, [3], "task {id} beside the adopted instance");
+    }
+    // The job's end releases the instance: its energy, and it takes work.
+    for j in jobs {
+        slurm.finish(j);
+        slurm.wait_job(j, "COMPLETED");
+    }
+    assert!(
+        slurm.job_output(job).contains(&format!("({})", uuid[2])),
+        "{}",
+        slurm.job_output(job)
+    );
+    let done = d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+    assert!(done.energy_j.is_some_and(|j| j > 0.0), "{done:?}");
+    let long: Vec<String> = (0..2)
+        .map(|_| d.submit(&spec(1e6, 17.0, 1e7, 1.0)).expect("Submit"))
+        .collect();
+    let mut on: Vec<u32> = long
+        .iter()
+        .map(|id| d.wait_state(id, TaskStatus::Running, LIMIT).devices[0])
+        .collect();
+    on.sort_unstable();
+    assert_eq!(on, [2, 3]);
+    for id in &long {
+        success(&gpuctl(&d, &["cancel", id]));
+    }
+
+    // A job on the T4: Slurm gives its index, which on a node with MIG is
+    // not the agent's numbering: logged, not adopted, the job runs.
+    let t4 = slurm.sbatch(&["--gres=gpu:t4:1", "--time=5", app]);
+    slurm.finish(t4);
+    slurm.wait_job(t4, "COMPLETED");
+    let log = slurm.slurmd_log();
+    assert!(
+        log.contains(&format!(
+            "slurm prolog job {t4}: Slurm's GPU 0 is an index on a node with MIG instances"
+        )),
+        "{log}"
+    );
+    let external = format!("slurm:{t4}");
+    assert!(d.tasks().iter().all(|t| t.spec.external_id != external));
+    assert!(
+        !slurm.node_state().contains("DRAIN"),
+        "{}",
+        slurm.node_state()
+    );
+    for line in log
+        .lines()
+        .filter(|l| l.contains("gpu-agent: slurm prolog"))
+    {
+        eprintln!("{line}");
+    }
+}
+
+#[test]
+fn slurm_gpu_freq_jobs_keep_their_clocks() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let d = adopt_daemon_with("", 1.0);
+    let idle = [core_clock(&d, 0), core_clock(&d, 1)];
+    let settings = tempfile::tempdir().expect("temp dir");
+    let env_file = settings.path().join("slurm.env");
+    write_env(&env_file, d.address());
+    let slurm = Slurm::start(2, &env_file);
+    let app = "--comment=gpu-agent:app=BlackScholes";
+
+    // --gpu-freq=low: adopted for its energy, its clocks Slurm's.
+    let low = slurm.sbatch(&["--gres=gpu:1", "--time=5", "--gpu-freq=low", app]);
+    let low_task = adopted(&d, low);
+    assert_eq!(low_task.spec.app, "default");
+    assert_eq!(low_task.clocks, None, "{low_task:?}");
+    // (slurmd logs a prolog's output once it ended.)
+    let asked = format!(
+        "slurm prolog job {low}: the job asked --gpu-freq (gpu:low): its clocks are Slurm's; adopting with app default (energy only), not BlackScholes"
+    );
+    wait_for("the prolog's line", LIMIT, || {
+        slurm.slurmd_log().contains(&asked).then_some(())
+    });
+    // Without it, on the other GPU: the agent's clocks.
+    let own = slurm.sbatch(&["--gres=gpu:1", "--time=5", app]);
+    let own_task = adopted(&d, own);
+    let clocks = own_task.clocks.clone().expect("the agent's clocks");
+    let gpu = own_task.devices[0] as usize;
+    wait_for("the GPU at the agent's clocks", LIMIT, || {
+        shows(&d, gpu, clocks.core_mhz).then_some(())
+    });
+    let low_gpu = low_task.devices[0] as usize;
+    assert_eq!(core_clock(&d, low_gpu), idle[low_gpu]);
+    for (job, task) in [(low, &low_task), (own, &own_task)] {
+        slurm.finish(job);
+        slurm.wait_job(job, "COMPLETED");
+        let done = d.wait_state(&task.id, TaskStatus::Succeeded, LIMIT);
+        assert!(done.energy_j.is_some_and(|j| j > 0.0), "{done:?}");
+    }
 }
