@@ -123,6 +123,8 @@ pub enum Op {
     Put(Box<TaskInfo>),
     /// A setting (`policy`, ...).
     SetMeta(String, String),
+    /// A setting removed.
+    ClearMeta(String),
     /// A control about to be changed.
     RecordControl(ControlRecord),
     /// A control restored.
@@ -684,6 +686,9 @@ impl Store {
                              ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                             params![key, value],
                         )?;
+                    }
+                    Op::ClearMeta(key) => {
+                        tx.execute("DELETE FROM meta WHERE key = ?1", params![key])?;
                     }
                     Op::RecordControl(c) => {
                         tx.execute(

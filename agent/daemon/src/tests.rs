@@ -1122,3 +1122,87 @@ async fn stored_requests_whose_changes_were_never_written_are_carried_out_at_sta
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.intents().unwrap(), []);
 }
+
+/// An adopted job's energy counts the time gpu-agentd was down: its GPU's
+/// counter from the adoption to the release, across a stop and a start (the
+/// readings stored at the adoption and at the stop), on a mock whose clock
+/// moves only when told, so that the energy is exactly the counter's gain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_jobs_energy_counts_the_time_the_agent_was_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = gpu_agent_hostspec::host::parse(Path::new("host.toml"), HOST).unwrap();
+    let clock = Arc::new(gpu_agent_backend::mock::VirtualClock::new());
+    let mock = Arc::new(MockBackend::new(&host, clock.clone()));
+    clock.advance(100.0);
+    let on_mock = |setup: Setup| Setup {
+        backend: mock.clone(),
+        load: Some(mock.clone()),
+        ..setup
+    };
+    let ask = |tx: &std::sync::mpsc::Sender<Request>, id: &str| {
+        let (reply, task) = oneshot::channel();
+        tx.send(Request::GetTask {
+            id: id.into(),
+            reply,
+        })
+        .unwrap();
+        task
+    };
+    let (setup_first, _, _notices) = setup(dir.path());
+    let (tx, rx) = Engine::channel();
+    let thread = Engine::start(on_mock(setup_first), (tx.clone(), rx)).unwrap();
+    let at_adopt = mock.energy_mj(1).unwrap().unwrap();
+    let deadline = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        + 3600.0;
+    let (reply, adopted) = oneshot::channel();
+    tx.send(Request::Adopt {
+        id: None,
+        spec: gpu_agent_dbus::AdoptSpec {
+            devices: vec![1],
+            external_id: "slurm:7".into(),
+            owner_uid: 1000,
+            app: "default".into(),
+            deadline,
+        },
+        reply,
+    })
+    .unwrap();
+    let id = adopted.await.unwrap().unwrap();
+    clock.advance(10.0);
+    stop(tx, thread).await;
+    let at_stop = mock.energy_mj(1).unwrap().unwrap();
+    // Down for 100 s.
+    clock.advance(100.0);
+    let (setup_second, _, _notices) = setup(dir.path());
+    let (tx, rx) = Engine::channel();
+    let thread = Engine::start(on_mock(setup_second), (tx.clone(), rx)).unwrap();
+    let kept = ask(&tx, &id).await.unwrap().unwrap();
+    assert_eq!(kept.state, TaskStatus::Running);
+    clock.advance(10.0);
+    let (reply, released) = oneshot::channel();
+    tx.send(Request::Release {
+        id: id.clone(),
+        end: gpu_agent_dbus::ReleaseEnd::Completed,
+        reply,
+    })
+    .unwrap();
+    released.await.unwrap().unwrap();
+    let at_release = mock.energy_mj(1).unwrap().unwrap();
+    let done = ask(&tx, &id).await.unwrap().unwrap();
+    stop(tx, thread).await;
+    assert_eq!(done.state, TaskStatus::Succeeded);
+    let energy_mj = done.energy_j.expect("its energy") * 1000.0;
+    let down_mj = (at_stop as f64 - at_adopt as f64) * 10.0;
+    assert!(down_mj > 0.0, "the mock draws power at idle");
+    assert!(
+        (energy_mj - (at_release - at_adopt) as f64).abs() <= 1.0,
+        "{energy_mj} mJ recorded, the counter gained {} mJ ({down_mj} mJ of it while down)",
+        at_release - at_adopt
+    );
+    // Released: its readings are gone from the store.
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.meta(&format!("adopted_meters:{id}")).unwrap(), None);
+}

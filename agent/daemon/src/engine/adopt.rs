@@ -246,6 +246,12 @@ impl Engine {
                 continue;
             };
             let energy_mj = self.free_devices(&info.devices, &holding, round);
+            // The energy from here on is counted from these readings, the
+            // time until the next start included.
+            let counters = self.counters(&info.devices);
+            round
+                .ops
+                .push(Op::SetMeta(meters_key(&id), meters_text(&counters)));
             let kept = TaskInfo {
                 energy_j: sum_energy(info.energy_j, energy_mj),
                 ..info
@@ -283,7 +289,14 @@ impl Engine {
                 "task {id} ({}) is released: its deadline passed while gpu-agentd was down",
                 info.spec.external_id
             );
-            self.tasks.adopt(info, Holding::default());
+            let energy_at_start = self.stored_meters(&info).unwrap_or_default();
+            self.tasks.adopt(
+                info,
+                Holding {
+                    energy_at_start,
+                    clocks_set: false,
+                },
+            );
             let reason = "released on restart: its deadline passed while gpu-agentd was down";
             self.end_adopted(&id, TaskStatus::Succeeded, Some(reason.into()), round);
         }
@@ -296,6 +309,44 @@ impl Engine {
         let run = self.tasks.adoption(&info.id)?;
         let since_mj = self.energy_since(&info.devices, &run.energy_at_start);
         sum_energy(info.energy_j, since_mj)
+    }
+
+    /// Each of `devices`' energy counter now (mJ).
+    fn counters(&self, devices: &[u32]) -> Vec<Option<u64>> {
+        devices.iter().map(|&d| self.energy_counter(d)).collect()
+    }
+
+    /// The counter readings a previous run stored for adopted task `info`
+    /// (at its adoption or at the last stop), while every counter reads at
+    /// least as much now; `None` (logged) once one went back (the driver
+    /// reloaded, the host rebooted: the energy while gpu-agentd was down is
+    /// lost), or where none were stored.
+    fn stored_meters(&self, info: &TaskInfo) -> Option<Vec<Option<u64>>> {
+        let text = match self.store.meta(&meters_key(&info.id)) {
+            Ok(text) => text?,
+            Err(e) => {
+                log::warn!("task {}: cannot read its energy meters: {e}", info.id);
+                return None;
+            }
+        };
+        let stored: Vec<Option<u64>> = text.split(',').map(|v| v.parse().ok()).collect();
+        let now = self.counters(&info.devices);
+        if stored.len() != now.len() {
+            return None;
+        }
+        for ((&d, before), now) in info.devices.iter().zip(&stored).zip(&now) {
+            if let (Some(before), Some(now)) = (before, now) {
+                if now < before {
+                    log::warn!(
+                        "task {} ({}): GPU {d}'s energy counter went back ({before} to {now} mJ: the driver reloaded?); the energy while gpu-agentd was down is not counted",
+                        info.id,
+                        info.spec.external_id
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(stored)
     }
 
     /// Whether device `gpu` is adopted.
@@ -364,11 +415,15 @@ impl Engine {
         let locked = locked.filter(|&c| c != Clocks::DEFAULT);
         let clocks_set = locked.is_some();
         info.clocks = shown;
-        let energy_at_start = info
-            .devices
-            .iter()
-            .map(|&d| self.energy_counter(d))
-            .collect();
+        // Restored: counted from the readings stored at its adoption or at
+        // the last stop, so that the time gpu-agentd was down is counted.
+        let energy_at_start = self.stored_meters(&info).unwrap_or_else(|| {
+            let counters = self.counters(&info.devices);
+            round
+                .ops
+                .push(Op::SetMeta(meters_key(&id), meters_text(&counters)));
+            counters
+        });
         round.ops.push(Op::put(info.clone()));
         let now = self.time.model_now();
         for &d in &info.devices {
@@ -433,6 +488,7 @@ impl Engine {
             id: id.to_string(),
             state,
         });
+        round.ops.push(Op::ClearMeta(meters_key(id)));
         round.ops.push(Op::put(finished.clone()));
         if let Some(job) = super::slurm::job_of(&finished.spec.external_id) {
             if self.recent_jobs.len() == RECENT_JOBS {
@@ -527,6 +583,22 @@ impl Engine {
             ..Options::default()
         })
     }
+}
+
+/// The meta key of adopted task `id`'s energy counter readings (mJ), from
+/// which its energy is counted: those at its adoption or at the last stop,
+/// until its release.
+fn meters_key(id: &str) -> String {
+    format!("adopted_meters:{id}")
+}
+
+/// Counter readings as stored: comma-separated mJ, `-` for one unread.
+fn meters_text(counters: &[Option<u64>]) -> String {
+    counters
+        .iter()
+        .map(|c| c.map_or("-".into(), |mj| mj.to_string()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The energy of an adopted task: what it had before a stop (J) and what
