@@ -523,7 +523,8 @@ const MIG_HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7\n\
                         [[gpu]]\nmodel = \"T4\"\nspeed = 1\n";
 
 #[test]
-fn daemon_adopt_on_a_mig_instance_keeps_the_agents_tasks_off_it_and_its_clocks_alone() {
+fn daemon_adopt_on_a_mig_instance_keeps_the_agents_tasks_and_mig_changes_off_it_and_its_clocks_alone(
+) {
     let d = adopt_daemon_in(Settings {
         host: Some(MIG_HOST.into()),
         ..Settings::default()
@@ -551,6 +552,19 @@ fn daemon_adopt_on_a_mig_instance_keeps_the_agents_tasks_off_it_and_its_clocks_a
             .contains("; MIG instances: their GPU's clocks are left alone)"),
         "{}",
         d.stderr()
+    );
+    // Its GPU's MIG layout cannot change under the job.
+    let whole = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: false\n";
+    let proxy = d.proxy();
+    let (name, message) = dbus_error(
+        d.block_on(async move { proxy.apply_mig_config(whole, "", Default::default()).await }),
+    );
+    assert_eq!(name, format!("{ERROR}Busy"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "GPU 0 holds adopted task {id} (slurm:71) on device(s) [2]: its MIG layout can change once that is released"
+        )),
+        "{message}"
     );
     // Tasks only an instance can hold (17 GB: more than the T4's 16) all
     // run on the other instance.

@@ -354,6 +354,16 @@ impl Engine {
         self.adopted_devices().any(|d| d == gpu)
     }
 
+    /// The adopted task on physical GPU `gpu` (the GPU itself or one of
+    /// its MIG instances), if one is.
+    pub(super) fn adopted_on_gpu(&self, gpu: u32) -> Option<&TaskInfo> {
+        self.tasks.adopted().find(|t| {
+            t.devices
+                .iter()
+                .any(|&d| self.target(d).map_or(d, |target| target.gpu) == gpu)
+        })
+    }
+
     /// The devices of every adopted task.
     pub(super) fn adopted_devices(&self) -> impl Iterator<Item = u32> + '_ {
         self.tasks.adopted().flat_map(|t| t.devices.iter().copied())

@@ -272,6 +272,14 @@ impl Engine {
                     describe_as(&change.target, change.mig_on)
                 )));
             }
+            // An adopted job's GPU or instance would go from under it, and
+            // only its Release ends it: refused whatever `on_busy` says.
+            if let Some(job) = self.adopted_on_gpu(t.gpu) {
+                return Err(AgentError::Busy(format!(
+                    "GPU {} holds adopted task {} ({}) on device(s) {:?}: its MIG layout can change once that is released",
+                    t.gpu, job.id, job.spec.external_id, job.devices
+                )));
+            }
             if options.on_busy == OnBusy::Refuse {
                 if let Some(why) = self.mig_busy(t.gpu) {
                     return Err(AgentError::Busy(format!(
