@@ -344,10 +344,23 @@ echo "task $id succeeded"
 
 step "the installed Slurm prolog and epilog (docs/slurm.md)"
 # No Slurm here: the job's end time from the environment (as Slurm 23.11
-# and later give it); the prolog's AdminComment update fails and is logged.
+# and later give it), and a stand-in scontrol first on the scripts' PATH
+# (slurm.env is sourced after common.sh sets it). `show job` answers as
+# slurmctld does for a job without --gpu-freq (the prolog gives up without
+# an answer); `update` fails as with no slurmctld, which is logged.
+mkdir -p "$work/bin"
+cat >"$work/bin/scontrol" <<'EOF'
+#!/bin/sh
+case "$1 $2" in
+"show job") echo "JobId=$3 JobState=RUNNING Reason=None ExitCode=0:0 EndTime=Unknown" ;;
+*) echo "scontrol: error: no slurmctld here (test-install.sh)" >&2; exit 1 ;;
+esac
+EOF
+chmod 755 "$work/bin/scontrol"
 cat >"$work/slurm.env" <<EOF
 DBUS_SYSTEM_BUS_ADDRESS='$DBUS_SYSTEM_BUS_ADDRESS'
 GPU_AGENT_TIMEOUT=5
+PATH=$work/bin:\$PATH
 EOF
 slurm_job() {
     env -i SLURM_JOB_ID=4242 SLURM_JOB_GPUS=0 SLURM_JOB_UID=0 SLURM_JOB_END_TIME=$(($(date +%s) + 600)) \
