@@ -266,6 +266,12 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             gres = gpus.gres,
         );
         fs::write(dir.join("plugstack.conf"), plugstack).expect("write plugstack.conf");
+        // The test's plugins (proctrack/linuxproc, task/none) use no cgroup,
+        // but slurmd 22.05 loads the cgroup plugin at start all the same,
+        // and its default (autodetect) fails where no cgroup filesystem is
+        // mounted, as in some containers: name the v1 plugin, which mounts
+        // and reads nothing until a controller is used.
+        fs::write(dir.join("cgroup.conf"), "CgroupPlugin=cgroup/v1\n").expect("write cgroup.conf");
         fs::write(dir.join("slurm.conf"), conf).expect("write slurm.conf");
         let conf = path("slurm.conf");
         slurm.spawn(
@@ -276,13 +282,46 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
             "slurmd",
             Command::new(which("slurmd").unwrap()).args(["-D", "-f", &conf, "-N", "localhost"]),
         );
-        wait_for("the node to be idle", LIMIT, || {
-            let node = slurm.run("scontrol", &["show", "node", "localhost"]);
-            field(&String::from_utf8_lossy(&node.stdout), "State")
-                .is_some_and(|s| s == "IDLE")
-                .then_some(())
-        });
+        let deadline = Instant::now() + LIMIT;
+        while slurm.node_state() != "IDLE" {
+            assert!(
+                Instant::now() < deadline,
+                "the node is not idle after {LIMIT:?}\n{}",
+                slurm.diagnosis()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         slurm
+    }
+
+    /// What the cluster says about itself: the node as scontrol shows it,
+    /// each daemon's exit status if it exited, and the end of each log.
+    fn diagnosis(&mut self) -> String {
+        let node = self.run("scontrol", &["show", "node", "localhost"]);
+        let mut text = format!(
+            "scontrol show node: {}{}",
+            String::from_utf8_lossy(&node.stdout),
+            String::from_utf8_lossy(&node.stderr)
+        );
+        for (name, child) in &mut self.daemons {
+            if let Ok(Some(status)) = child.try_wait() {
+                text += &format!("{name} exited: {status}\n");
+            }
+        }
+        for log in [
+            "munged.out",
+            "munged.log",
+            "slurmctld.out",
+            "slurmctld.log",
+            "slurmd.out",
+            "slurmd.log",
+        ] {
+            let all = fs::read_to_string(self.dir.path().join(log)).unwrap_or_default();
+            let lines: Vec<&str> = all.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            text += &format!("--- {log} (last 40 lines)\n{tail}\n");
+        }
+        text
     }
 
     /// Starts a daemon of the cluster, its output in `<name>.out`.
