@@ -589,3 +589,40 @@ fn daemon_adopt_on_a_mig_instance_keeps_the_agents_tasks_and_mig_changes_off_it_
     on.sort_unstable();
     assert_eq!(on, [2, 3]);
 }
+
+#[test]
+fn daemon_adopt_refuses_an_instance_of_a_gpu_whose_layout_is_changing() {
+    let d = adopt_daemon_in(Settings {
+        host: Some(MIG_HOST.into()),
+        ..Settings::default()
+    });
+    // A long task only an instance holds (17 GB) runs on device 2, so that
+    // GPU 0's change to whole drains until it ends.
+    let long = d.submit(&spec(1e6, 17.0, 1e7, 1.0)).expect("Submit");
+    assert_eq!(d.wait_state(&long, TaskStatus::Running, LIMIT).devices, [2]);
+    let whole = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: false\n";
+    let proxy = d.proxy();
+    let changing = d
+        .block_on(async move { proxy.apply_mig_config(whole, "", Default::default()).await })
+        .expect("ApplyMigConfig");
+    assert_eq!(changing, [0]);
+    assert_eq!(d.mig_layout(0).state, "draining");
+    // The idle instance beside it would go with the change: Busy.
+    let (name, message) = dbus_error(adopt(&d, &job(&[3], "slurm:72", "default")));
+    assert_eq!(name, format!("{ERROR}Busy"), "{message}");
+    assert!(
+        message.contains(
+            "GPU 0's MIG layout is changing (draining) to MIG off: device 3 can be adopted once it is stable"
+        ),
+        "{message}"
+    );
+    assert!(d.tasks().iter().all(|t| t.spec.external_id.is_empty()));
+    // The change cancelled, the layout as it was: adopted.
+    let proxy = d.proxy();
+    d.block_on(async move { proxy.cancel_mig_change(0).await })
+        .expect("CancelMigChange");
+    assert_eq!(d.mig_layout(0).state, "stable");
+    let id = adopt(&d, &job(&[3], "slurm:72", "default")).expect("Adopt");
+    assert_eq!(d.task(&id).devices, [3]);
+    assert_eq!(d.task(&long).state, TaskStatus::Running);
+}

@@ -95,7 +95,8 @@ impl Replay {
                 Action::Overrunning { .. }
                 | Action::Interrupt { .. }
                 | Action::MigDraining { .. }
-                | Action::ApplyMigLayout { .. } => {
+                | Action::ApplyMigLayout { .. }
+                | Action::MigHeld { .. } => {
                     prop_assert!(false, "unexpected {action:?}")
                 }
             }

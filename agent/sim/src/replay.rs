@@ -729,6 +729,8 @@ impl Run {
                 }
                 // The replay reports starts, not placements.
                 Action::Assigned { .. } => {}
+                // The replay holds no GPU's layout.
+                Action::MigHeld { .. } => {}
                 Action::MigDraining { gpu, .. } => self.asked.push((gpu, self.now)),
                 Action::ApplyMigLayout { gpu, .. } => {
                     if self.mig_delay_s > 0.0 {

@@ -69,6 +69,24 @@ impl Core {
         self
     }
 
+    /// Holds physical GPU `gpu`'s layout (`held`), or lets it go: work the
+    /// core does not know (the daemon's adopted jobs) uses the GPU or one of
+    /// its instances. While held, a policy's layout request for it is
+    /// refused with [`Action::MigHeld`], changing nothing, and
+    /// [`Core::begin_mig_change`] with [`RepartitionError::Held`]. The
+    /// driver holds a GPU only while no change is under way there
+    /// ([`Core::mig_change`]).
+    pub fn hold_layout(&mut self, gpu: u32, held: bool) {
+        self.held_layouts.retain(|&g| g != gpu);
+        if held {
+            self.held_layouts.push(gpu);
+        }
+    }
+
+    fn layout_held(&self, gpu: u32) -> bool {
+        self.held_layouts.contains(&gpu)
+    }
+
     /// Starts changing physical GPU `gpu`'s layout to `layout` at `now`
     /// (empty: MIG off).
     ///
@@ -98,8 +116,9 @@ impl Core {
     /// is refused.
     ///
     /// Refused, changing nothing: a GPU that does not exist or has no MIG, a
-    /// layout its model cannot hold, a change already under way there, and
-    /// with [`OnBusy::Refuse`] a GPU with a task running or queued. A layout
+    /// layout its model cannot hold, a change already under way there, a
+    /// GPU whose layout the driver holds ([`Core::hold_layout`]), and with
+    /// [`OnBusy::Refuse`] a GPU with a task running or queued. A layout
     /// the GPU already has changes nothing and returns no action; otherwise
     /// the actions start with [`Action::MigDraining`].
     pub fn begin_mig_change(
@@ -152,6 +171,9 @@ impl Core {
         }
         if self.laid_out_as(gpu, &target, mig_on) {
             return Ok(Vec::new());
+        }
+        if self.layout_held(gpu) {
+            return Err(RepartitionError::Held(gpu));
         }
         if on_busy == OnBusy::Refuse {
             for d in self.devices_of_gpu(gpu) {
@@ -365,7 +387,8 @@ impl Core {
     /// A policy's `Decision::MigLayout`: `text` is profiles with optional
     /// `@start`, comma-separated; `""` is MIG off. Asking again for the
     /// target of the change under way, or for the layout the GPU has, is
-    /// no fault and changes nothing.
+    /// no fault and changes nothing; so is asking for a GPU whose layout is
+    /// held, which the driver hears of ([`Action::MigHeld`]).
     pub(super) fn mig_from_policy(
         &mut self,
         gpu: u32,
@@ -412,6 +435,13 @@ impl Core {
         }
         let mig_on = !target.is_empty();
         if self.laid_out_as(gpu, &target, mig_on) {
+            return Ok(());
+        }
+        if self.layout_held(gpu) {
+            actions.push(Action::MigHeld {
+                gpu,
+                layout: target,
+            });
             return Ok(());
         }
         let drained = self.drain_for_change(gpu, target, mig_on, true, actions);

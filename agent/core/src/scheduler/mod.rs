@@ -140,6 +140,16 @@ pub enum Action {
         /// The layout, placed.
         layout: Layout,
     },
+    /// A policy asked for `layout` on physical GPU `gpu`, whose layout the
+    /// driver holds ([`Core::hold_layout`]): refused, nothing changed, and
+    /// no policy fault (the policy cannot see what holds it). The driver
+    /// says why.
+    MigHeld {
+        /// The GPU.
+        gpu: u32,
+        /// The layout asked for (empty: MIG off).
+        layout: Layout,
+    },
 }
 
 /// What happened, as the driver tells the core.
@@ -373,6 +383,9 @@ pub struct Core {
     /// Devices a policy's MIG change took offline, of which the policy is
     /// yet to hear.
     mig_drained: Vec<u32>,
+    /// The physical GPUs whose layout the driver holds
+    /// ([`Core::hold_layout`]).
+    held_layouts: Vec<u32>,
     /// How many shapes the host has had ([`Core::reshape`]).
     shape: u64,
 }
@@ -422,6 +435,7 @@ impl Core {
             mig_policy: false,
             mig_changes: Vec::new(),
             mig_drained: Vec::new(),
+            held_layouts: Vec::new(),
             shape: 0,
         };
         core.reshape();

@@ -75,6 +75,8 @@ pub enum RepartitionError {
     },
     /// No layout change is under way on the GPU.
     NoChange(u32),
+    /// The driver holds the GPU's layout ([`Core::hold_layout`]).
+    Held(u32),
 }
 
 /// What keeps a device from being drained.
@@ -110,6 +112,10 @@ impl fmt::Display for RepartitionError {
             RepartitionError::NoChange(gpu) => {
                 write!(f, "GPU {gpu} has no MIG layout change under way")
             }
+            RepartitionError::Held(gpu) => write!(
+                f,
+                "GPU {gpu}'s MIG layout is held by work the agent did not place"
+            ),
         }
     }
 }

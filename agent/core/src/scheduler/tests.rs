@@ -1725,6 +1725,84 @@ fn a_policy_request_that_is_invalid_or_not_allowed_is_a_fault_and_changes_nothin
     }
 }
 
+/// The GPUs of `actions`' [`Action::MigHeld`]s, each with the layout asked.
+fn held_of(actions: &[Action]) -> Vec<(u32, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::MigHeld { gpu, layout } => Some((*gpu, super::repartition::describe(layout))),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_held_gpu_keeps_its_layout_until_the_driver_lets_it_go() {
+    use super::{OnBusy, RepartitionError};
+    // A policy that asks at every call for both A100s split in two.
+    let a100 = catalogue::lookup("A100-SXM4-40GB").unwrap();
+    let mut core = Core::new(
+        Host::of_models([a100, a100]).devices,
+        scripted(|_: &View<'_>, _: &Event| {
+            Ok((0..2)
+                .map(|gpu| Decision::MigLayout {
+                    gpu,
+                    layout: "3g.20gb,3g.20gb".into(),
+                })
+                .collect())
+        }),
+    )
+    .allowing_mig_policy(true);
+    // The daemon's adoption of GPU 0: held, then offline without interrupt.
+    core.hold_layout(0, true);
+    let actions = core.handle(
+        0.0,
+        Input::Offline {
+            device: 0,
+            interrupt: false,
+        },
+    );
+    assert_eq!(fault(&actions), None);
+    // Refused at each call (one per event the policy heard).
+    let held = held_of(&actions);
+    assert!(!held.is_empty());
+    assert!(held
+        .iter()
+        .all(|h| *h == (0, "3g.20gb@0, 3g.20gb@4".to_string())));
+    // GPU 1, not held, changes.
+    assert_eq!(
+        mig_kinds(&actions),
+        [
+            "draining 1 [3g.20gb@0, 3g.20gb@4]",
+            "apply 1 [3g.20gb@0, 3g.20gb@4]"
+        ]
+    );
+    assert!(core.mig_change(0).is_none());
+    assert_eq!(core.devices_of_gpu(0), [0]);
+    // An operator's change is refused too, changing nothing.
+    assert_eq!(
+        core.begin_mig_change(1.0, 0, &requests(&["7g.40gb"]), OnBusy::Wait),
+        Err(RepartitionError::Held(0))
+    );
+    assert_eq!(
+        RepartitionError::Held(0).to_string(),
+        "GPU 0's MIG layout is held by work the agent did not place"
+    );
+    assert!(core.mig_change(0).is_none());
+    // Let go (the job released), the next request changes it.
+    core.hold_layout(0, false);
+    let actions = core.handle(2.0, Input::Online { device: 0 });
+    assert_eq!(fault(&actions), None);
+    assert!(held_of(&actions).is_empty());
+    assert_eq!(
+        mig_kinds(&actions),
+        [
+            "draining 0 [3g.20gb@0, 3g.20gb@4]",
+            "apply 0 [3g.20gb@0, 3g.20gb@4]"
+        ]
+    );
+}
+
 #[test]
 fn stranded_by_names_the_waiting_tasks_a_layout_would_leave_without_a_device() {
     let (mut core, _, _) = by_name_core();

@@ -357,11 +357,22 @@ impl Engine {
     /// The adopted task on physical GPU `gpu` (the GPU itself or one of
     /// its MIG instances), if one is.
     pub(super) fn adopted_on_gpu(&self, gpu: u32) -> Option<&TaskInfo> {
-        self.tasks.adopted().find(|t| {
-            t.devices
-                .iter()
-                .any(|&d| self.target(d).map_or(d, |target| target.gpu) == gpu)
-        })
+        self.tasks
+            .adopted()
+            .find(|t| t.devices.iter().any(|&d| self.gpu_of(d) == gpu))
+    }
+
+    /// The physical GPUs of `devices` (the GPU of each MIG instance).
+    fn gpus_of(&self, devices: &[u32]) -> Vec<u32> {
+        let mut gpus: Vec<u32> = devices.iter().map(|&d| self.gpu_of(d)).collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        gpus
+    }
+
+    /// The physical GPU of device `d` (itself when whole).
+    fn gpu_of(&self, d: u32) -> u32 {
+        self.target(d).map_or(d, |target| target.gpu)
     }
 
     /// The devices of every adopted task.
@@ -370,7 +381,9 @@ impl Engine {
     }
 
     /// Refuses a device that is not this host's, a GPU split into MIG
-    /// instances (a job runs on an instance), or one that runs something.
+    /// instances (a job runs on an instance), one whose GPU's layout is
+    /// changing (the change would take it from under the job), or one that
+    /// runs something.
     fn check_free(&self, gpu: u32) -> Result<(), AgentError> {
         let Some(health) = self.health.get(gpu as usize) else {
             return Err(AgentError::NoSuchDevice(format!(
@@ -386,6 +399,14 @@ impl Engine {
             return Err(AgentError::InvalidArgument(format!(
                 "key \"devices\": GPU {gpu} is split into MIG instances (devices {:?}); adopt the instances the job runs on",
                 self.core.devices_of_gpu(gpu)
+            )));
+        }
+        let parent = self.gpu_of(gpu);
+        if let Some(change) = self.core.mig_change(parent) {
+            return Err(AgentError::Busy(format!(
+                "GPU {parent}'s MIG layout is changing ({}) to {}: device {gpu} can be adopted once it is stable",
+                change.phase,
+                super::mig_apply::describe_as(&change.target, change.mig_on)
             )));
         }
         if let Some((_, task, _)) = self
@@ -435,6 +456,11 @@ impl Engine {
             counters
         });
         round.ops.push(Op::put(info.clone()));
+        // Before the policy hears of the devices: no layout change of their
+        // GPUs from here on.
+        for gpu in self.gpus_of(&info.devices) {
+            self.core.hold_layout(gpu, true);
+        }
         let now = self.time.model_now();
         for &d in &info.devices {
             // Its clocks replace an idle lock (`idle_clocks = "min"`).
@@ -516,6 +542,11 @@ impl Engine {
         let devices = finished.devices.clone();
         if let Some(t) = self.tasks.find_mut(id) {
             *t = finished;
+        }
+        // Another adopted job may hold an instance of the same GPU.
+        for gpu in self.gpus_of(&devices) {
+            let held = self.adopted_on_gpu(gpu).is_some();
+            self.core.hold_layout(gpu, held);
         }
         if self.stopping {
             return;

@@ -226,6 +226,7 @@ impl Engine {
                 Action::Assigned { task } => round.assigned.push(task),
                 Action::MigDraining { gpu, layout } => self.mig_draining(gpu, layout, round),
                 Action::ApplyMigLayout { gpu, .. } => self.mig_drained(gpu, round),
+                Action::MigHeld { gpu, layout } => self.mig_held(gpu, &layout),
             }
         }
     }

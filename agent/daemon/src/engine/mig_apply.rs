@@ -437,6 +437,24 @@ impl Engine {
         self.mig_state(gpu, MigState::Draining, message, round);
     }
 
+    /// The core refused the policy's change of GPU `gpu` to `target`
+    /// (`MigHeld`): an adopted job holds the GPU, and only its `Release`
+    /// ends it (as `ApplyMigConfig` refuses it).
+    pub(super) fn mig_held(&self, gpu: u32, target: &[Instance]) {
+        let holder = self
+            .adopted_on_gpu(gpu)
+            .map_or("an adopted task".into(), |job| {
+                format!(
+                    "adopted task {} ({}) on device(s) {:?}",
+                    job.id, job.spec.external_id, job.devices
+                )
+            });
+        log::warn!(
+            "GPU {gpu}: the policy's MIG layout change to {} is refused: the GPU holds {holder}; its layout can change once that is released",
+            describe(target)
+        );
+    }
+
     /// Tells the bus objects of GPU `gpu`'s devices whether they take work
     /// (a drain took them offline, a cancel brought them back).
     fn show_online(&self, gpu: u32, round: &mut Round) {
