@@ -119,8 +119,8 @@ const TWO_SMALL_SPLITS: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7.0
                                 [[gpu]]\nmodel = \"V100-SXM2-32GB\"\nspeed = 7.0\n";
 
 #[test]
-fn daemon_mig_plan_leaves_a_gpu_with_an_adopted_job_as_it_is_until_its_release() {
-    let d = mig_plan_daemon(TWO_SMALL_SPLITS);
+fn daemon_mig_plan_leaves_a_gpu_with_an_adopted_job_as_it_is_until_its_release_across_a_kill_9() {
+    let mut d = mig_plan_daemon(TWO_SMALL_SPLITS);
     let deadline = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("after 1970")
@@ -164,6 +164,14 @@ fn daemon_mig_plan_leaves_a_gpu_with_an_adopted_job_as_it_is_until_its_release()
             "max_changing=2",
         ],
     ));
+    // A kill -9: the job stays adopted, and its GPU held, after the restart.
+    d.kill9();
+    d.restart();
+    wait_for("the job kept in the log", LIMIT, || {
+        d.stderr()
+            .contains(&format!("task {adopted} (slurm:81) stays adopted"))
+            .then_some(())
+    });
     let before = d.mig_layout(0);
     assert_eq!(profiles(&before), ["1g.5gb", "1g.5gb"]);
     submit_two_applications(&d, 16);
