@@ -276,3 +276,39 @@ fn demo_stops_everything_on_ctrl_c() {
     assert!(out.is_empty(), "an interrupted demo printed metrics: {out}");
     assert!(err.contains("interrupted"), "{err}");
 }
+
+/// 150 tasks that all arrive at once: the demo submits them one after
+/// another while their `TaskChanged` signals pour in, and finishes. gpuctl
+/// read the signals only between `Submit`s, and zbus's reader waits while
+/// a stream's queue (64) is full, the replies behind it too: on the old
+/// code the demo waited for good on the `Submit` of about the 23rd task
+/// (the daemon had answered it, and answered `CountTasks` meanwhile). Under
+/// CPU load, the examples' workload hit the same with fewer tasks due at
+/// once.
+#[test]
+fn demo_submits_a_burst_of_tasks_arriving_at_once() {
+    let work = tempfile::tempdir().expect("temp dir");
+    let host = write(work.path(), "host.toml", HOST);
+    let mut trace = String::from("id,arrival,workload,mem_gb,deadline,weight,gpus\n");
+    for i in 0..150 {
+        trace.push_str(&format!("b{i:03},0,0.5,1,1000,1,1\n"));
+    }
+    let trace = write(work.path(), "trace.csv", &trace);
+    let args = [
+        "--host",
+        &host,
+        "--trace",
+        &trace,
+        "--seconds",
+        "5",
+        "--json",
+    ];
+    let mut demo = Demo::spawn(work, &args);
+    let status = demo.wait(Duration::from_secs(120));
+    let (out, err) = demo.output();
+    assert!(status.success(), "gpuctl demo failed: {status}\n{err}");
+    let metrics: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{out}\nstderr:\n{err}"));
+    assert_eq!(metrics["tasks"], 150, "{metrics}");
+    assert_eq!(metrics["rejected"], serde_json::json!([]), "{metrics}");
+}

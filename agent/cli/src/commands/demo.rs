@@ -284,7 +284,7 @@ async fn drive(plan: &Plan, bus: &PrivateBus, daemon: &mut Daemon) -> Result<Met
     daemon.wait_for_name(&conn).await?;
     let agent = Agent1Proxy::new(&conn).await?;
     // Subscribe before the first Submit, so that no change is missed.
-    let mut changes = agent.receive_task_changed().await?;
+    let mut changes = follow_changes(&agent).await?;
 
     let total = plan.tasks.len();
     let bar = progress_bar(total);
@@ -304,12 +304,12 @@ async fn drive(plan: &Plan, bus: &PrivateBus, daemon: &mut Daemon) -> Result<Met
                     next += 1;
                 }
             }
-            change = next_item(&mut changes) => {
+            change = changes.recv() => {
                 let Some(change) = change else {
                     bail!("the bus connection closed");
                 };
-                let args = change.args()?;
-                progress.changed(args.id(), args.state());
+                let (id, state) = change?;
+                progress.changed(&id, &state);
             }
             _ = tick.tick() => {
                 if let Some(status) = daemon.exited()? {
@@ -341,6 +341,30 @@ async fn drive(plan: &Plan, bus: &PrivateBus, daemon: &mut Daemon) -> Result<Met
     }
     let dict = agent.metrics().await.map_err(dbus_error)?;
     metrics_from_dict(&dict).map_err(anyhow::Error::msg)
+}
+
+/// The daemon's `TaskChanged` signals as (id, state), read as they arrive
+/// by a task of their own. zbus's socket reader hands each signal to the
+/// stream through a queue of 64 and waits while that is full, method
+/// replies included: read only between `Submit`s, a burst of due tasks
+/// whose changes outnumber it (about 22 tasks, or fewer under CPU load)
+/// left gpuctl waiting for good on a `Submit` the daemon had answered.
+async fn follow_changes(
+    agent: &Agent1Proxy<'static>,
+) -> Result<tokio::sync::mpsc::UnboundedReceiver<zbus::Result<(String, String)>>> {
+    let mut signals = agent.receive_task_changed().await?;
+    let (tx, changes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(signal) = next_item(&mut signals).await {
+            let change = signal
+                .args()
+                .map(|args| (args.id().to_string(), args.state().to_string()));
+            if tx.send(change).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(changes)
 }
 
 /// The next item of a stream (the one combinator needed here).
