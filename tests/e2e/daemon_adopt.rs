@@ -596,24 +596,30 @@ fn daemon_adopt_refuses_an_instance_of_a_gpu_whose_layout_is_changing() {
         host: Some(MIG_HOST.into()),
         ..Settings::default()
     });
-    // A long task only an instance holds (17 GB) runs on device 2, so that
-    // GPU 0's change to whole drains until it ends.
+    // A long task only an instance holds (17 GB) runs on one of them, so
+    // that GPU 0's change to whole drains until it ends.
     let long = d.submit(&spec(1e6, 17.0, 1e7, 1.0)).expect("Submit");
-    assert_eq!(d.wait_state(&long, TaskStatus::Running, LIMIT).devices, [2]);
+    let idle = match d.wait_state(&long, TaskStatus::Running, LIMIT).devices[..] {
+        [2] => 3,
+        [3] => 2,
+        ref other => panic!("task {long} runs on {other:?}, not an instance"),
+    };
     let whole = "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: false\n";
     let proxy = d.proxy();
     let changing = d
         .block_on(async move { proxy.apply_mig_config(whole, "", Default::default()).await })
         .expect("ApplyMigConfig");
     assert_eq!(changing, [0]);
-    assert_eq!(d.mig_layout(0).state, "draining");
+    wait_for("GPU 0 draining", LIMIT, || {
+        (d.mig_layout(0).state == "draining").then_some(())
+    });
     // The idle instance beside it would go with the change: Busy.
-    let (name, message) = dbus_error(adopt(&d, &job(&[3], "slurm:72", "default")));
+    let (name, message) = dbus_error(adopt(&d, &job(&[idle], "slurm:72", "default")));
     assert_eq!(name, format!("{ERROR}Busy"), "{message}");
     assert!(
-        message.contains(
-            "GPU 0's MIG layout is changing (draining) to MIG off: device 3 can be adopted once it is stable"
-        ),
+        message.contains(&format!(
+            "GPU 0's MIG layout is changing (draining) to MIG off: device {idle} can be adopted once it is stable"
+        )),
         "{message}"
     );
     assert!(d.tasks().iter().all(|t| t.spec.external_id.is_empty()));
@@ -621,8 +627,10 @@ fn daemon_adopt_refuses_an_instance_of_a_gpu_whose_layout_is_changing() {
     let proxy = d.proxy();
     d.block_on(async move { proxy.cancel_mig_change(0).await })
         .expect("CancelMigChange");
-    assert_eq!(d.mig_layout(0).state, "stable");
-    let id = adopt(&d, &job(&[3], "slurm:72", "default")).expect("Adopt");
-    assert_eq!(d.task(&id).devices, [3]);
+    wait_for("GPU 0 stable", LIMIT, || {
+        (d.mig_layout(0).state == "stable").then_some(())
+    });
+    let id = adopt(&d, &job(&[idle], "slurm:72", "default")).expect("Adopt");
+    assert_eq!(d.task(&id).devices, [idle]);
     assert_eq!(d.task(&long).state, TaskStatus::Running);
 }
