@@ -31,12 +31,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc::UnboundedReceiver;
 use zbus::{connection, fdo::ObjectManager, object_server::InterfaceRef, Connection};
 
 use config::{Bus, Config, Source};
 use devices::DeviceObject;
-use engine::{Engine, EngineError, Notice, Request, Setup, Timebase};
+use engine::{Engine, EngineError, Notice, NoticeInbox, Request, Setup, Timebase};
 use gpu_agent_backend::{
     mock::MockBackend, nvml::NvmlBackend, BackendError, GpuBackend, ModelledLoad,
 };
@@ -195,6 +194,7 @@ async fn start(options: Options) -> Result<Running, DaemonError> {
     let telemetry = telemetry::Telemetry::default();
     // Task output without an output file: here, else (systemd) the journal.
     let log_dir = (!options.journal).then(|| cfg.state_dir.join("logs"));
+    let (notices, notice_inbox) = engine::notice_channel();
     let agent = agent_service(
         engine.clone(),
         &start_policy,
@@ -202,6 +202,7 @@ async fn start(options: Options) -> Result<Running, DaemonError> {
         MigView::new(backend.clone())?,
         &telemetry,
         log_dir.clone(),
+        notices.pumped(),
     );
     // Bound before anything starts, so that a taken port refuses the start.
     let metrics_listener = match cfg.metrics_listen {
@@ -215,7 +216,6 @@ async fn start(options: Options) -> Result<Running, DaemonError> {
             auth::Auth::new(nix::unistd::getuid().as_raw()),
         )
     });
-    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
     let setup = Setup {
         devices,
         targets,
@@ -244,7 +244,7 @@ async fn start(options: Options) -> Result<Running, DaemonError> {
     )
     .await?;
     // The name is ours: no other daemon runs on this bus. Only now may tasks start.
-    launch(setup, requests, notice_rx, conn, metrics_listener).await
+    launch(setup, requests, notice_inbox, conn, metrics_listener).await
 }
 
 /// Starts the engine on `setup`, then what surrounds it: the GPU event
@@ -256,7 +256,7 @@ async fn launch(
         std::sync::mpsc::Sender<Request>,
         std::sync::mpsc::Receiver<Request>,
     ),
-    notice_rx: UnboundedReceiver<Notice>,
+    notice_inbox: NoticeInbox,
     conn: Connection,
     metrics_listener: Option<tokio::net::TcpListener>,
 ) -> Result<Running, DaemonError> {
@@ -281,7 +281,7 @@ async fn launch(
         backend.clone(),
         agent,
         objects.clone(),
-        notice_rx,
+        notice_inbox,
     ));
     let metrics = metrics_listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
@@ -487,6 +487,7 @@ fn agent_service(
     mig: MigView,
     telemetry: &telemetry::Telemetry,
     log_dir: Option<PathBuf>,
+    pumped: engine::Pumped,
 ) -> AgentService {
     let agent = AgentService::new(
         engine,
@@ -497,6 +498,7 @@ fn agent_service(
         ),
         backend_name,
         mig,
+        pumped,
     )
     .time_submits(telemetry.submit_seconds.clone())
     .task_logs(log_dir);
@@ -726,15 +728,16 @@ async fn agent_object(conn: &Connection) -> zbus::Result<InterfaceRef<Strict<Age
 }
 
 /// Turns the engine's notices into signals, property changes and, as MIG
-/// layouts change, device objects served and withdrawn.
+/// layouts change, device objects served and withdrawn; counts each once
+/// done with it (`engine::Pumped`).
 async fn pump_notices(
     conn: Connection,
     backend: Arc<dyn GpuBackend>,
     agent: InterfaceRef<Strict<AgentService>>,
     objects: devices::Objects,
-    mut notices: UnboundedReceiver<Notice>,
+    mut inbox: NoticeInbox,
 ) {
-    while let Some(notice) = notices.recv().await {
+    while let Some(notice) = inbox.notices.recv().await {
         let result = match notice {
             Notice::TaskChanged { id, state } => {
                 AgentService::task_changed(agent.signal_emitter(), &id, state.as_str()).await
@@ -795,6 +798,7 @@ async fn pump_notices(
         if let Err(e) = result {
             log::warn!("cannot signal a change: {e}");
         }
+        inbox.handled.send_modify(|n| *n += 1);
     }
 }
 

@@ -13,7 +13,7 @@ use zbus::{
 
 use super::auth::{Auth, Roles};
 use super::config::Seconds;
-use super::engine::{Caller, MigOptions, Reply, Request};
+use super::engine::{Caller, MigOptions, Pumped, Reply, Request};
 use super::mig::MigView;
 use super::states::MigState;
 use gpu_agent_core::scheduler::OnBusy;
@@ -42,6 +42,10 @@ pub struct AgentService {
     /// shows only after the `DevicesChanged` notice before it has served the
     /// new devices' objects (the engine itself would answer `stable` first).
     mig_states: Mutex<BTreeMap<u32, (MigState, String)>>,
+    /// How far the notice pump has got: the methods whose effects show in
+    /// these projections (a MIG state, a device's objects and health, the
+    /// policy) answer once it has caught up with their round.
+    pumped: Pumped,
     /// Where `Submit` times go (`/metrics`), if anywhere.
     submit_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
     /// Where the output of tasks without an output file goes (`None`: the
@@ -57,6 +61,7 @@ impl AgentService {
         policy: (String, Dict),
         backend: String,
         mig: MigView,
+        pumped: Pumped,
     ) -> AgentService {
         AgentService {
             engine,
@@ -67,6 +72,7 @@ impl AgentService {
             backend,
             mig,
             mig_states: Mutex::new(BTreeMap::new()),
+            pumped,
             submit_seconds: None,
             log_dir: None,
         }
@@ -113,6 +119,20 @@ impl AgentService {
         let (tx, rx) = oneshot::channel();
         self.engine.send(request(tx)).map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+
+    /// [`AgentService::ask`], answered once the bus side shows what the
+    /// request did: the notices of its round are pumped (the state
+    /// `GetMigLayout` reads, the device objects and their properties, the
+    /// `Policy` property), so that a client reading them after the answer
+    /// never sees the state from before.
+    async fn ask_settled<T>(
+        &self,
+        request: impl FnOnce(Reply<T>) -> Request,
+    ) -> Result<T, AgentError> {
+        let answer = self.ask(request).await;
+        self.pumped.caught_up().await;
+        answer
     }
 
     /// `ListTasks` and `ListTasksPage`: a page of the tasks in `state`, each
@@ -181,7 +201,8 @@ impl AgentService {
         self.roles(conn, header)
             .await?
             .require_admin("release external tasks")?;
-        self.ask(|reply| Request::Release { id, end, reply }).await
+        self.ask_settled(|reply| Request::Release { id, end, reply })
+            .await
     }
 }
 
@@ -378,7 +399,7 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("change the policy")?;
-        self.ask(|reply| Request::SetPolicy {
+        self.ask_settled(|reply| Request::SetPolicy {
             name,
             params: Vec::new(),
             reply,
@@ -400,7 +421,7 @@ impl AgentService {
             .require_admin("change the policy")?;
         let params = given_parameters(&params)
             .map_err(|e| AgentError::InvalidArgument(format!("policy {name}: {e}")))?;
-        self.ask(|reply| Request::SetPolicy {
+        self.ask_settled(|reply| Request::SetPolicy {
             name,
             params,
             reply,
@@ -497,7 +518,7 @@ impl AgentService {
         let mig = self.mig.clone();
         let without_instances = options.without_instances;
         let targets = blocking(move || mig.targets(&yaml, &name, without_instances)).await?;
-        self.ask(|reply| Request::ApplyMig {
+        self.ask_settled(|reply| Request::ApplyMig {
             targets,
             options,
             reply,
@@ -517,7 +538,8 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("change MIG layouts")?;
-        self.ask(|reply| Request::CancelMig { gpu, reply }).await
+        self.ask_settled(|reply| Request::CancelMig { gpu, reply })
+            .await
     }
 
     /// Brings GPU `gpu` back online after probing it (refused while it does
@@ -533,7 +555,7 @@ impl AgentService {
         self.roles(conn, &header)
             .await?
             .require_admin("take GPUs offline or online")?;
-        self.ask(|reply| Request::SetDeviceOnline { gpu, online, reply })
+        self.ask_settled(|reply| Request::SetDeviceOnline { gpu, online, reply })
             .await
     }
 
@@ -551,7 +573,7 @@ impl AgentService {
             .require_admin("adopt external tasks")?;
         let spec =
             gpu_agent_dbus::AdoptSpec::from_dict(&spec).map_err(AgentError::InvalidArgument)?;
-        self.ask(|reply| Request::Adopt {
+        self.ask_settled(|reply| Request::Adopt {
             id: None,
             spec,
             reply,

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::{mpsc::UnboundedReceiver, oneshot};
+use tokio::sync::oneshot;
 use zbus::{connection, Guid};
 
 use super::config::{Config, Overrides, Source};
-use super::engine::{Caller, Engine, Notice, Request, Setup, Timebase};
+use super::engine::{Caller, Engine, Notice, NoticeInbox, Request, Setup, Timebase};
 use super::service::AgentService;
 use super::store::Store;
 use gpu_agent_backend::{mock::MockBackend, GpuBackend};
@@ -25,17 +25,17 @@ const HOST: &str = "[[gpu]]\nmodel = \"A100-SXM4-40GB\"\ncount = 2\nspeed = 1.0\
 
 /// An engine's setup on the mock of [`HOST`], with its state in `dir`; the
 /// mock, and where the engine's notices arrive.
-fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
+fn setup(dir: &Path) -> (Setup, Arc<MockBackend>, NoticeInbox) {
     setup_on(dir, HOST)
 }
 
 /// [`setup`] on the mock of host file `host`.
-fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, UnboundedReceiver<Notice>) {
+fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, NoticeInbox) {
     let host = gpu_agent_hostspec::host::parse(Path::new("host.toml"), host).unwrap();
     // 1000x: a 10 s task takes 10 ms.
     let time = Timebase::new(1000.0).unwrap();
     let mock = Arc::new(MockBackend::new(&host, Arc::new(time)));
-    let (notices, notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (notices, notice_inbox) = super::engine::notice_channel();
     let setup = Setup {
         devices: host.devices.clone(),
         targets: host
@@ -70,7 +70,7 @@ fn setup_on(dir: &Path, host: &str) -> (Setup, Arc<MockBackend>, UnboundedReceiv
         rt: tokio::runtime::Handle::current(),
         telemetry: Default::default(),
     };
-    (setup, mock, notice_rx)
+    (setup, mock, notice_inbox)
 }
 
 /// A daemon (engine + agent object) serving one peer; the client's proxy.
@@ -117,7 +117,35 @@ async fn serve_both_on(
     Arc<MockBackend>,
     zbus::Connection,
 ) {
-    let (setup, mock, notice_rx) = setup_on(dir, host);
+    serve_lagging(dir, host, Duration::ZERO).await
+}
+
+/// [`serve_both_on`], the notice pump taking each notice `lag` after it
+/// arrives (a bus side behind the engine, as on a loaded host).
+async fn serve_lagging(
+    dir: &Path,
+    host: &str,
+    lag: Duration,
+) -> (
+    Agent1Proxy<'static>,
+    zbus::Connection,
+    Arc<MockBackend>,
+    zbus::Connection,
+) {
+    let (setup, mock, mut inbox) = setup_on(dir, host);
+    let pumped = setup.notices.pumped();
+    if !lag.is_zero() {
+        let (tx, lagging) = tokio::sync::mpsc::unbounded_channel();
+        let mut notices = std::mem::replace(&mut inbox.notices, lagging);
+        tokio::spawn(async move {
+            while let Some(notice) = notices.recv().await {
+                tokio::time::sleep(lag).await;
+                if tx.send(notice).is_err() {
+                    break;
+                }
+            }
+        });
+    }
     let requests = Engine::channel();
     let engine = requests.0.clone();
     Engine::start(setup, requests).unwrap();
@@ -128,6 +156,7 @@ async fn serve_both_on(
         ("fifo (built-in fallback)".into(), Default::default()),
         "mock:host.toml".into(),
         super::mig::MigView::new(mock.clone()).unwrap(),
+        pumped,
     );
     let server = connection::Builder::unix_stream(ours)
         .server(Guid::generate())
@@ -144,7 +173,7 @@ async fn serve_both_on(
         mock.clone(),
         agent,
         Default::default(),
-        notice_rx,
+        inbox,
     ));
     let proxy = Agent1Proxy::builder(&client)
         .destination(BUS_NAME)
@@ -576,6 +605,47 @@ async fn settled(
             return ((state, message), steps);
         }
         steps.push(format!("{state}: {message}"));
+    }
+}
+
+/// A client that waits for GPU 0's MIG change by reading `GetMigLayout`
+/// from the moment `ApplyMigConfig` answered sees `stable` only with the
+/// new layout and its instances' `Device1` objects served (or withdrawn),
+/// however far the bus side lags the engine (here each notice is pumped
+/// 100 ms late): the method answers once the notices of its round are
+/// pumped. What `gpuctl mig apply` and a script that waits for `stable`
+/// rely on; before, the answer could overtake the `draining` notice, and
+/// the wait ended at once on the state from before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mig_change_read_after_apply_mig_config_answered_is_stable_only_once_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agent, client, _mock, _server) =
+        serve_lagging(dir.path(), HOST, Duration::from_millis(100)).await;
+    for (entry, instances) in [
+        ("mig-enabled: true\n      mig-devices: {\"3g.20gb\": 2}", 2),
+        ("mig-enabled: false", 0),
+    ] {
+        let yaml = format!("version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      {entry}\n");
+        let changing = agent
+            .apply_mig_config(&yaml, "a", Default::default())
+            .await
+            .unwrap();
+        assert_eq!(changing, [0]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = agent.get_mig_layout(0).await.unwrap();
+            let seen = gpu_agent_dbus::MigLayout::from_dict(&seen).unwrap();
+            if seen.state == "stable" {
+                assert_eq!(seen.instances.len(), instances, "{entry}: {seen:?}");
+                for start in [0, 4] {
+                    let served = mig_device(&client, start).await.index().await.is_ok();
+                    assert_eq!(served, instances > 0, "{entry}: instance at {start}");
+                }
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{entry}: {seen:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
@@ -1051,7 +1121,7 @@ async fn a_mig_instance_found_without_a_uuid_at_startup_takes_no_task() {
     Engine::start(setup, (tx.clone(), rx)).unwrap();
     let mut offline = Vec::new();
     while offline.len() < 2 {
-        let notice = tokio::time::timeout(Duration::from_secs(10), notices.recv())
+        let notice = tokio::time::timeout(Duration::from_secs(10), notices.notices.recv())
             .await
             .expect("a notice within 10 s")
             .expect("the engine runs");

@@ -556,10 +556,7 @@ impl Engine {
     pub(super) fn carry_out(&mut self, effect: Effect) {
         match effect {
             Effect::Reply(reply) => reply(),
-            Effect::Notice(notice) => {
-                // The D-Bus side is gone only while the daemon exits.
-                let _ = self.notices.send(notice);
-            }
+            Effect::Notice(notice) => self.notices.send(notice),
             Effect::Launch(key, runtime) => self.launch(key, runtime),
             Effect::EndGroups(pids) => exec::end_groups(&pids, self.cancel_grace()),
             Effect::SetClocks(gpu, clocks, launch) => self.set_clocks(gpu, clocks, launch),

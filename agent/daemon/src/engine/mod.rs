@@ -10,9 +10,11 @@
 //!    to be set, the policy) in a second transaction;
 //! 3. syncs the store once for both (a group commit: one `fdatasync`,
 //!    however many requests the round took);
-//! 4. carries out the round's effects in order: replies, signals, process
-//!    launches, and clock changes handed to the GPUs' clock workers
-//!    (`clocks.rs`: a task's launch waits until its locks are made);
+//! 4. carries out the round's effects: its notices to the D-Bus side
+//!    (signals, the projections beside the engine), then the rest in order:
+//!    replies, process launches, and clock changes handed to the GPUs'
+//!    clock workers (`clocks.rs`: a task's launch waits until its locks are
+//!    made);
 //! 5. if launches recorded process groups, writes them and syncs again, so
 //!    that a restart finds every group it must end (invariant 15).
 //!
@@ -53,11 +55,13 @@ mod waiting;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use gpu_agent_plugin_api::TaskKey;
-use tokio::sync::{mpsc::UnboundedSender, oneshot};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{oneshot, watch};
 
 use super::config::{Config, Source};
 use super::exec::Exit;
@@ -346,6 +350,69 @@ pub enum Notice {
     },
 }
 
+/// The channel of the engine's notices to the D-Bus side, counted at both
+/// ends (see [`Pumped`]).
+pub fn notice_channel() -> (Notices, NoticeInbox) {
+    let (tx, notices) = tokio::sync::mpsc::unbounded_channel();
+    let (handled, seen) = watch::channel(0);
+    let pumped = Pumped {
+        sent: Arc::new(AtomicU64::new(0)),
+        handled: seen,
+    };
+    (Notices { tx, pumped }, NoticeInbox { notices, handled })
+}
+
+/// The engine's end of the notices: it counts each one it sends.
+pub struct Notices {
+    tx: UnboundedSender<Notice>,
+    pumped: Pumped,
+}
+
+impl Notices {
+    /// Sends `notice` to the D-Bus side.
+    fn send(&self, notice: Notice) {
+        self.pumped.sent.fetch_add(1, Ordering::AcqRel);
+        // The D-Bus side is gone only while the daemon exits.
+        let _ = self.tx.send(notice);
+    }
+
+    /// How far the D-Bus side has got with these notices.
+    pub fn pumped(&self) -> Pumped {
+        self.pumped.clone()
+    }
+}
+
+/// The D-Bus side's end of the notices: the pump takes each from `notices`
+/// and, once it has done what it says (a signal sent, a projection
+/// recorded, device objects served), counts it in `handled`.
+pub struct NoticeInbox {
+    /// The notices, in the order sent.
+    pub notices: UnboundedReceiver<Notice>,
+    /// How many the pump has handled.
+    pub handled: watch::Sender<u64>,
+}
+
+/// How many notices the engine has sent and how many the pump has handled,
+/// for a D-Bus method that answers only once the bus side shows what its
+/// request did (the projections of invariant 12 lag the engine): a round
+/// sends its notices before its replies, so once a method has its answer,
+/// every notice of its round is counted as sent.
+#[derive(Clone)]
+pub struct Pumped {
+    sent: Arc<AtomicU64>,
+    handled: watch::Receiver<u64>,
+}
+
+impl Pumped {
+    /// Waits until the pump has handled every notice sent so far (at once
+    /// if the pump is gone: the daemon is exiting).
+    pub async fn caught_up(&self) {
+        let sent = self.sent.load(Ordering::Acquire);
+        let mut handled = self.handled.clone();
+        let _ = handled.wait_for(|&n| n >= sent).await;
+    }
+}
+
 /// Everything the engine is built from.
 pub struct Setup {
     /// The devices: physical GPUs (index = backend GPU index), then MIG
@@ -379,7 +446,7 @@ pub struct Setup {
     /// Where the settings come from, for `Reload`.
     pub source: Source,
     /// Where notices go.
-    pub notices: UnboundedSender<Notice>,
+    pub notices: Notices,
     /// The runtime processes are awaited on.
     pub rt: tokio::runtime::Handle,
     /// Where decision times and policy faults are counted (`/metrics`).
@@ -509,7 +576,7 @@ pub struct Engine {
     /// The settings in force, and where they come from.
     config: Config,
     source: Source,
-    notices: UnboundedSender<Notice>,
+    notices: Notices,
     /// The engine's own channel, for the threads that report back to it.
     inbox: mpsc::Sender<Request>,
     /// Requests the engine sent itself, handled before waiting again.
@@ -848,7 +915,13 @@ impl Engine {
         ops.append(&mut round.ops);
         self.write_changes(ops);
         self.sync_or_exit();
-        for effect in round.effects {
+        // Notices first: a method that waits for the pump once it has its
+        // answer (`Pumped`) then waits for every notice of its round.
+        let (notices, effects): (Vec<Effect>, Vec<Effect>) = round
+            .effects
+            .into_iter()
+            .partition(|e| matches!(e, Effect::Notice(_)));
+        for effect in notices.into_iter().chain(effects) {
             self.carry_out(effect);
         }
         // Launches record their process groups: store them now, not whenever
