@@ -7,8 +7,9 @@
 # 1. installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked);
 # 2. builds gpuctl, gpu-agentd and every plugin under plugins/ in release mode,
 #    with GPU_AGENT_PLUGIN_DIR=/usr/lib/gpu-agent/plugins so that the installed
-#    binaries look there, in a target directory of their own (<target>/package),
-#    so that target/release's binaries keep finding the plugins beside them;
+#    binaries look there, in a target directory of their own (<target>/package,
+#    seeded from target/release when it has none yet), so that target/release's
+#    binaries keep finding the plugins beside them;
 # 3. stages in packaging/build/ what is not a source file: the stripped
 #    binaries and plugins, the manual pages (from the binaries' clap
 #    definitions, gzipped) and the shell completions;
@@ -90,6 +91,14 @@ step "building gpuctl, gpu-agentd and ${#plugin_packages[@]} plugin(s): ${plugin
 # Their own target directory: a build with the packaged plugin directory
 # baked in must not replace the source tree's target/release binaries.
 release=$target/package/release
+# A first package build starts from a copy of the tree's release build,
+# where there is one: the same sources and flags, so that only what
+# GPU_AGENT_PLUGIN_DIR changes (the plugin loader and the two binaries) is
+# compiled again, not every dependency (about 220 crates, 3 rebuilt).
+if [ ! -d "$release" ] && [ -d "$target/release" ]; then
+    mkdir -p "$target/package"
+    cp -a "$target/release" "$release"
+fi
 GPU_AGENT_PLUGIN_DIR=$plugin_dir cargo build --release --locked --target-dir "$target/package" \
     -p gpu-agent-cli -p gpu-agent-daemon "${plugin_packages[@]/#/--package=}"
 
