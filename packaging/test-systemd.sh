@@ -79,6 +79,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# systemd-nspawn needs a cgroup hierarchy at /sys/fs/cgroup (without one:
+# "Failed to determine whether the unified cgroups hierarchy is used"). A
+# machine whose init mounted none gets the unified one, as systemd would
+# mount it; one that has a hierarchy keeps it.
+if ! mountpoint -q /sys/fs/cgroup; then
+    step setup "mounting cgroup2 at /sys/fs/cgroup (no cgroup hierarchy is mounted)"
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup
+fi
+
 work=$(mktemp -d /var/tmp/gpu-agent-systemd.XXXXXX)
 # In memory (about 400 MB): a root on the disk took up to 30 s to delete.
 mount -t tmpfs -o size=2G,mode=0755 gpu-agent-systemd "$work"
