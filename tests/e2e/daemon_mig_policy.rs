@@ -64,20 +64,7 @@ fn daemon_mig_plan_splits_a_gpu_for_two_applications() {
     let d = mig_plan_daemon("[[gpu]]\nmodel = \"A100-SXM4-40GB\"\nspeed = 7.0\n");
     // A plan 20 model seconds (0.2 s at time scale 100) after the policy
     // starts, then every 5.
-    success(&gpuctl(
-        &d,
-        &[
-            "policy",
-            "use",
-            "mig-plan",
-            "--param",
-            "window_s=20",
-            "--param",
-            "period_s=5",
-            "--param",
-            "min_interval_s=100000",
-        ],
-    ));
+    use_mig_plan(&d, &["window_s=20", "period_s=5", "min_interval_s=100000"]);
     // resnet50 (4 GB) and bert-large (15 GB): the whole GPU serves one of
     // them at a time, a split one both at once.
     submit_two_applications(&d, 16);
@@ -107,6 +94,15 @@ fn daemon_mig_plan_splits_a_gpu_for_two_applications() {
     let proxy = d.proxy();
     let policy = d.block_on(proxy.policy()).expect("Policy");
     assert_eq!(policy, "mig-plan", "{}", d.stderr());
+}
+
+/// `gpuctl policy use mig-plan` with each of `params` (`NAME=VALUE`).
+fn use_mig_plan(d: &Daemon, params: &[&str]) {
+    let mut args = vec!["policy", "use", "mig-plan"];
+    for param in params {
+        args.extend(["--param", param]);
+    }
+    success(&gpuctl(d, &args));
 }
 
 /// Two A100s with two 1g.5gb each (GPU 0's are devices 3 and 4, GPU 1's 5
@@ -148,22 +144,15 @@ fn daemon_mig_plan_leaves_a_gpu_with_an_adopted_job_as_it_is_until_its_release_a
     // Both A100s change at once, each asked for at most every 20 model
     // seconds, within a window that keeps each batch's demand long after
     // that (200 model seconds: 2 s at time scale 100).
-    success(&gpuctl(
+    use_mig_plan(
         &d,
         &[
-            "policy",
-            "use",
-            "mig-plan",
-            "--param",
             "window_s=200",
-            "--param",
             "period_s=5",
-            "--param",
             "min_interval_s=20",
-            "--param",
             "max_changing=2",
         ],
-    ));
+    );
     // A kill -9: the job stays adopted, and its GPU held, after the restart.
     d.kill9();
     d.restart();
