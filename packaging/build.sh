@@ -4,7 +4,8 @@
 #   target/generate-rpm/gpu-agent-<version>-1.<arch>.rpm (cargo generate-rpm)
 #   target/debian/gpu-agent-python_<version>-1_<arch>.deb (where python3-dev is)
 #
-# 1. installs cargo-deb and cargo-generate-rpm when missing (cargo install --locked);
+# 1. checks for dpkg-dev's tools, and installs cargo-deb and cargo-generate-rpm when
+#    missing (cargo install --locked);
 # 2. builds gpuctl, gpu-agentd and every plugin under plugins/ in release mode,
 #    with GPU_AGENT_PLUGIN_DIR=/usr/lib/gpu-agent/plugins so that the installed
 #    binaries look there, in a target directory of their own (<target>/package,
@@ -55,6 +56,16 @@ target=$(cargo metadata --no-deps --format-version 1 | sed -n 's/.*"target_direc
 [ -n "$target" ] || { echo "build.sh: cannot find cargo's target directory" >&2; exit 1; }
 
 step() { printf '== %s\n' "$*"; }
+
+# cargo deb finds the binaries' library dependencies with dpkg-shlibdeps
+# (without it the .deb silently depends on nothing), and the SPANK package's
+# directory comes from dpkg-architecture: both are dpkg-dev's.
+for tool in dpkg-shlibdeps dpkg-architecture; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "build.sh: $tool is missing (apt-get install dpkg-dev)" >&2
+        exit 1
+    fi
+done
 
 for tool in deb generate-rpm; do
     if ! cargo "$tool" --version >/dev/null 2>&1; then
