@@ -480,6 +480,15 @@ fn took_ms(log: &str, script: &str, job: u32) -> Option<u64> {
         .ok()
 }
 
+/// Writes, in `dir`, the scripts' settings file for an agent on `bus`;
+/// returns its path.
+fn env_in(dir: &Path, bus: &str) -> PathBuf {
+    let file = dir.join("slurm.env");
+    write_env(&file, bus);
+    file
+}
+
+/// Writes the scripts' settings `file` for an agent on `bus`.
 fn write_env(file: &Path, bus: &str) {
     fs::write(
         file,
@@ -501,8 +510,7 @@ fn slurm_jobs_run_at_the_agents_clocks_and_never_fail_for_it() {
     let d = adopt_daemon_with("", 1.0);
     let idle = [core_clock(&d, 0), core_clock(&d, 1)];
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     let slurm = Slurm::start(2, &env_file);
 
     // One job: its GPU at the chosen clocks while it runs.
@@ -656,8 +664,7 @@ fn slurm_jobs_end_is_recorded_as_slurm_ended_them() {
     }
     let d = adopt_daemon_with("", 1.0);
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     let slurm = Slurm::start(2, &env_file);
     let app = "--comment=gpu-agent:app=BlackScholes";
 
@@ -739,8 +746,7 @@ fn slurm_adoption_ends_with_its_job_when_the_epilog_never_reached_the_agent() {
     let settings = tempfile::tempdir().expect("temp dir");
     let mut d = adopt_daemon_with(&check_settings(settings.path()), 1.0);
     let idle = core_clock(&d, 0);
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     // One GPU: the next job gets the GPU the dead job's adoption held.
     let slurm = Slurm::start(1, &env_file);
     write_check_wrapper(settings.path(), &slurm);
@@ -913,8 +919,7 @@ fn slurm_jobs_complete_without_the_package_or_a_working_agent() {
     }
     let mut d = adopt_daemon_with("", 1.0);
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     let slurm = Slurm::start(1, &env_file);
     let installed = settings.path().join("usr-lib-gpu-agent-slurm");
     install_scripts(&installed);
@@ -1058,8 +1063,7 @@ fn slurm_spank_plugin_writes_the_jobs_energy_into_its_admin_comment() {
     }
     let mut d = adopt_daemon_with("", 1.0);
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     // A copy, as the package installs it: removed at the end.
     let plugin = settings.path().join("gpu_agent_spank.so");
     fs::copy(crate::harness::spank_plugin(), &plugin).expect("copy the plugin");
@@ -1206,8 +1210,7 @@ fn slurm_job_on_a_mig_instance_is_adopted_on_the_instance() {
     });
     let uuid = uuids(&d);
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     // Slurm's view, as AutoDetect=nvml gives it: the T4 by index, each MIG
     // instance by its UUID. Its second 3g.20gb is one gpu-agentd does not
     // have (its UUID is not the agent's device 3's: a layout Slurm
@@ -1343,8 +1346,7 @@ fn slurm_gpu_freq_jobs_keep_their_clocks() {
     let d = adopt_daemon_with("", 1.0);
     let idle = [core_clock(&d, 0), core_clock(&d, 1)];
     let settings = tempfile::tempdir().expect("temp dir");
-    let env_file = settings.path().join("slurm.env");
-    write_env(&env_file, d.address());
+    let env_file = env_in(settings.path(), d.address());
     let slurm = Slurm::start(2, &env_file);
     let app = "--comment=gpu-agent:app=BlackScholes";
 
